@@ -1,0 +1,1 @@
+"""The local memory: tiers, snapshot builder, update apply, sessions, promotion, privacy."""

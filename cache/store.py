@@ -1,0 +1,147 @@
+"""The memory cache's rows: the shell around the pure snapshot/update/session functions.
+
+Every write method expects to run inside the caller's transaction (`db.atomic()`), so a turn's
+pair, its session and the messages it causes commit together.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from datetime import datetime
+from typing import Any
+
+import sqlite_utils
+
+from a2a_common import jsonx
+from a2a_common.clock import iso
+from cache.errors import CacheError
+from cache.model import CacheView, PairView, SessionRow, SyncPosition
+from cache.update import UpdateChanges
+
+
+class CacheStore:
+    def __init__(self, *, db: sqlite_utils.Database) -> None:
+        self._db = db
+
+    def _one(self, sql: str, params: list[Any] | None = None) -> Any:
+        try:
+            return self._db.execute(sql, params or []).fetchone()
+        except sqlite3.Error as exc:
+            raise CacheError(f"cache read failed: {exc}") from exc
+
+    # --- sessions ---------------------------------------------------------------------------
+    def latest_session(self) -> SessionRow | None:
+        row = self._one(
+            "SELECT session_id, last_turn_at FROM sessions ORDER BY last_turn_at DESC LIMIT 1"
+        )
+        return SessionRow(row[0], row[1]) if row else None
+
+    def touch_session(self, session_id: str, now: datetime) -> None:
+        stamp = iso(now)
+        self._db.execute(
+            "INSERT INTO sessions (session_id, started_at, last_turn_at) VALUES (?, ?, ?)"
+            " ON CONFLICT (session_id) DO UPDATE SET last_turn_at = excluded.last_turn_at",
+            [session_id, stamp, stamp],
+        )
+
+    # --- pairs ------------------------------------------------------------------------------
+    def record_utterance(
+        self, *, pair_id: str, turn_id: str, session_id: str, text: str, now: datetime
+    ) -> None:
+        self._db.execute(
+            "INSERT INTO pairs (pair_id, turn_id, session_id, user_text, created_at)"
+            " VALUES (?, ?, ?, ?, ?)",
+            [pair_id, turn_id, session_id, text, iso(now)],
+        )
+
+    def pair_for_turn(self, turn_id: str) -> dict[str, Any] | None:
+        row = self._one(
+            "SELECT pair_id, session_id, user_text, status, created_at FROM pairs"
+            " WHERE turn_id = ?",
+            [turn_id],
+        )
+        if row is None:
+            return None
+        keys = ("pair_id", "session_id", "user_text", "status", "created_at")
+        return dict(zip(keys, row, strict=True))
+
+    def pending_turns(self) -> list[tuple[str, str]]:
+        """(turn_id, pair_id) of utterances recorded but never answered."""
+        rows = self._db.execute(
+            "SELECT turn_id, pair_id FROM pairs WHERE status = 'pending' ORDER BY created_at"
+        ).fetchall()
+        return [(r[0], r[1]) for r in rows]
+
+    def close_pair(
+        self,
+        pair_id: str,
+        *,
+        status: str,
+        now: datetime,
+        assistant_text: str = "",
+        route_family: str | None = None,
+        workflow_id: str = "",
+    ) -> None:
+        self._db.execute(
+            "UPDATE pairs SET status = ?, assistant_text = ?, route_family = ?, workflow_id = ?,"
+            " completed_at = ? WHERE pair_id = ?",
+            [status, assistant_text, route_family, workflow_id, iso(now), pair_id],
+        )
+
+    def apply_changes(self, pair_id: str, session_id: str, changes: UpdateChanges,
+                      now: datetime) -> None:
+        self.close_pair(
+            pair_id,
+            status="ok",
+            now=now,
+            assistant_text=changes.assistant_text,
+            route_family=changes.route_family,
+            workflow_id=changes.workflow_id,
+        )
+        if changes.last_route is not None:
+            self.set_state("last_route", changes.last_route)
+        if changes.active_workflow_id is not None:
+            self.set_state("active_workflow_id", changes.active_workflow_id)
+        if changes.session_summary is not None:
+            self._db.execute(
+                "UPDATE sessions SET summary = ? WHERE session_id = ?",
+                [changes.session_summary, session_id],
+            )
+        if changes.sync is not None:
+            self._db.execute(
+                "UPDATE sync_position SET cursor = ?, version = ? WHERE id = 1",
+                [changes.sync.cursor, changes.sync.version],
+            )
+
+    # --- device state and sync position ------------------------------------------------------
+    def state(self, key: str, default: Any = None) -> Any:
+        row = self._one("SELECT value FROM device_state WHERE key = ?", [key])
+        return json.loads(row[0]) if row else default
+
+    def set_state(self, key: str, value: Any) -> None:
+        self._db.execute(
+            "INSERT INTO device_state (key, value) VALUES (?, ?)"
+            " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            [key, jsonx.dumps(value)],
+        )
+
+    def sync_position(self) -> SyncPosition:
+        row = self._one("SELECT cursor, version FROM sync_position WHERE id = 1")
+        return SyncPosition(row[0], row[1]) if row else SyncPosition()
+
+    # --- the snapshot's view ------------------------------------------------------------------
+    def view(self, *, session_id: str, recent_pairs: int) -> CacheView:
+        """Bounded reads: the newest `recent_pairs` answered pairs and the session summary."""
+        rows = self._db.execute(
+            "SELECT user_text, assistant_text, route_family FROM pairs"
+            " WHERE status != 'pending' ORDER BY created_at DESC, pair_id DESC LIMIT ?",
+            [recent_pairs],
+        ).fetchall()
+        pairs = tuple(PairView(r[0], r[1], r[2]) for r in reversed(rows))
+        summary = self._one("SELECT summary FROM sessions WHERE session_id = ?", [session_id])
+        return CacheView(
+            recent_pairs=pairs,
+            session_summary=summary[0] if summary else "",
+            sync=self.sync_position(),
+        )

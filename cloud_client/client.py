@@ -1,0 +1,99 @@
+"""The planner's HTTP client: one attempt maps httpx outcomes to our errors; the retry policy
+and a total deadline wrap it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import httpx
+from pydantic import ValidationError
+
+from a2a_common import jsonx
+from cloud_client.errors import CloudBadResponse, CloudRejected, CloudTransient, CloudUnavailable
+from cloud_client.models import TurnRequest, TurnResponse
+from cloud_client.retry import retrying
+
+TURN_PATH = "/v1/a2a/turn"
+MAX_BODY_BYTES = 2 * 1024 * 1024
+
+
+class CloudClient:
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        token: str | None = None,
+        connect_timeout_s: float = 2.0,
+        read_timeout_s: float = 4.0,
+        verify_tls: bool = True,
+        transport: httpx.AsyncBaseTransport | None = None,
+        user_agent: str = "a2a-edge",
+    ) -> None:
+        headers = {"content-type": "application/json", "user-agent": user_agent}
+        if token:
+            headers["authorization"] = f"Bearer {token}"
+        self._http = httpx.AsyncClient(
+            base_url=base_url,
+            headers=headers,
+            timeout=httpx.Timeout(read_timeout_s, connect=connect_timeout_s),
+            verify=verify_tls,
+            transport=transport,
+            follow_redirects=False,
+        )
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def _attempt(self, path: str, content: bytes) -> tuple[int, Any]:
+        try:
+            response = await self._http.post(path, content=content)
+        except httpx.TimeoutException as exc:
+            raise CloudTransient(f"timeout calling {path}") from exc
+        except httpx.TransportError as exc:
+            raise CloudTransient(f"cannot reach the cloud: {type(exc).__name__}") from exc
+        status = response.status_code
+        if status == 429 or status >= 500:
+            raise CloudTransient(f"HTTP {status} from {path}")
+        if len(response.content) > MAX_BODY_BYTES:
+            raise CloudBadResponse(f"body of {len(response.content)} bytes is too large")
+        try:
+            body = json.loads(response.content.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+            if 200 <= status < 300:
+                raise CloudBadResponse(f"HTTP {status} body is not JSON") from exc
+            body = None
+        if status in (200, 201, 409):
+            return status, body
+        raise CloudRejected(status, body)
+
+    async def post_json(
+        self, path: str, body: dict[str, Any], *, deadline_s: float, max_attempts: int = 5
+    ) -> tuple[int, Any]:
+        """POST with retries on transient failures, all within `deadline_s`."""
+        content = jsonx.dumps(body).encode("utf-8")
+        try:
+            async with asyncio.timeout(deadline_s):
+                async for attempt in retrying(within_s=deadline_s, max_attempts=max_attempts):
+                    with attempt:
+                        return await self._attempt(path, content)
+        except TimeoutError as exc:
+            raise CloudUnavailable(f"no answer from {path} within {deadline_s:g}s") from exc
+        raise CloudUnavailable(f"no answer from {path}")  # pragma: no cover - reraise=True
+
+    async def turn(self, request: TurnRequest, *, deadline_s: float) -> TurnResponse:
+        status, body = await self.post_json(
+            TURN_PATH, request.model_dump(mode="json"), deadline_s=deadline_s
+        )
+        if status != 200 or not isinstance(body, dict):
+            raise CloudBadResponse(f"turn answered HTTP {status} without a response object")
+        try:
+            response = TurnResponse.model_validate(body)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            where = ".".join(str(p) for p in err["loc"])
+            raise CloudBadResponse(f"turn response invalid at {where}: {err['msg']}") from exc
+        if response.request_id != request.request_id:
+            raise CloudBadResponse("turn response carries another request_id")
+        return response

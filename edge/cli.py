@@ -1,0 +1,128 @@
+"""`a2a-edge` command line.
+
+Exit codes: 0 ok, 1 failure, 2 bad config or usage, 3 the state DB cannot be used (for example
+a schema newer than this build) — systemd should not restart on 2 or 3.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+from a2a_common.sqlite import StorageError, open_readonly, schema_version
+from edge.config import ConfigError, Settings, load_secrets, load_settings
+from edge.log import configure
+
+EXIT_CONFIG = 2
+EXIT_STORAGE = 3
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    return load_settings(Path(args.config) if args.config else None)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    settings = _settings(args)
+    secrets = load_secrets(settings)
+    configure(settings.log.level, settings.log.format)
+    from edge.wiring import build_runtime
+
+    runtime = build_runtime(settings, secrets)
+    return asyncio.run(runtime.run())
+
+
+def _status(settings: Settings) -> dict[str, Any]:
+    from edge.schema import MIGRATIONS
+
+    db = open_readonly(settings.state_db_path, len(MIGRATIONS))
+    try:
+        def count(sql: str) -> int:
+            return int(db.execute(sql).fetchone()[0])
+
+        cursor, version = db.execute("SELECT cursor, version FROM sync_position").fetchone()
+        return {
+            "device_id": settings.device_id,
+            "state_db": str(settings.state_db_path),
+            "schema_version": schema_version(db),
+            "pairs": count("SELECT count(*) FROM pairs"),
+            "sessions": count("SELECT count(*) FROM sessions"),
+            "turns_pending": count("SELECT count(*) FROM pairs WHERE status = 'pending'"),
+            "mqtt_outbox": count("SELECT count(*) FROM mqtt_outbox"),
+            "sync": {"cursor": cursor, "version": version},
+        }
+    finally:
+        db.close()
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    status = _status(_settings(args))
+    if args.json:
+        print(json.dumps(status, ensure_ascii=False))
+    else:
+        for key, value in status.items():
+            print(f"{key:>15}: {value}")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from sim.demo import run_demo
+
+    return run_demo(verbose=args.verbose)
+
+
+def cmd_sim_cloud(args: argparse.Namespace) -> int:
+    from sim.cloud import serve_forever
+
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+    serve_forever(args.host, args.port)
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="a2a-edge", description=__doc__.splitlines()[0])
+    sub = top.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run the service in the foreground")
+    run.add_argument("--config", help="TOML config (default /etc/a2a-edge/config.toml)")
+    run.set_defaults(func=cmd_run)
+
+    status = sub.add_parser("status", help="what the state DB holds (read-only)")
+    status.add_argument("--config")
+    status.add_argument("--json", action="store_true")
+    status.set_defaults(func=cmd_status)
+
+    demo = sub.add_parser("demo", help="broker + sim cloud + runtime on this machine, one turn")
+    demo.add_argument("--verbose", action="store_true", help="show the runtime's log")
+    demo.set_defaults(func=cmd_demo)
+
+    sim = sub.add_parser("sim", help="reference counterparts for development and tests")
+    sim_sub = sim.add_subparsers(dest="sim_command", required=True)
+    cloud = sim_sub.add_parser("cloud", help="the reference cloud planner (HTTP)")
+    cloud.add_argument("--host", default="127.0.0.1")
+    cloud.add_argument("--port", type=int, default=18080)
+    cloud.set_defaults(func=cmd_sim_cloud)
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        code: int = args.func(args)
+    except ConfigError as exc:
+        print(f"a2a-edge: config error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    except StorageError as exc:
+        print(f"a2a-edge: state DB: {exc}", file=sys.stderr)
+        return EXIT_STORAGE
+    except KeyboardInterrupt:
+        return 130
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

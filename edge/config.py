@@ -1,0 +1,190 @@
+"""Settings: a TOML file, then `A2A_EDGE_<SECTION>__<KEY>` environment overrides, validated.
+
+Every problem becomes one `ConfigError` naming the dotted key, which the CLI prints on one line
+and exits 2 with.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from edge.errors import ConfigError
+
+ENV_PREFIX = "A2A_EDGE_"
+DEFAULT_CONFIG_PATH = Path("/etc/a2a-edge/config.toml")
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class MqttSettings(_Section):
+    host: str = "127.0.0.1"
+    port: int = Field(1883, ge=1, le=65535)
+    protocol: Literal["5", "3.1.1"] = "5"
+    topic_prefix: str = Field("a2a", pattern=r"^[A-Za-z0-9_\-]+(/[A-Za-z0-9_\-]+)*$")
+    keepalive_s: int = Field(30, ge=5, le=65535)
+    session_expiry_s: int = Field(86400, ge=0, le=4294967295)
+    max_payload_bytes: int = Field(65536, ge=512, le=268435455)
+    username: str = ""
+    password_file: str = ""
+    tls_ca_file: str = ""
+    tls_cert_file: str = ""
+    tls_key_file: str = ""
+    reconnect_min_s: float = Field(0.5, gt=0, le=60)
+    reconnect_max_s: float = Field(30.0, gt=0, le=3600)
+
+    @field_validator("protocol", mode="before")
+    @classmethod
+    def _protocol_text(cls, value: Any) -> Any:
+        return str(value) if isinstance(value, int | float) else value
+
+
+class CloudSettings(_Section):
+    base_url: str = Field("http://127.0.0.1:18080", pattern=r"^https?://[^\s/]+(/\S*)?$")
+    token_file: str = ""
+    turn_deadline_s: float = Field(4.0, gt=0, le=120)
+    connect_timeout_s: float = Field(2.0, gt=0, le=60)
+    read_timeout_s: float = Field(4.0, gt=0, le=300)
+    verify_tls: bool = True
+
+
+class MemorySettings(_Section):
+    snapshot_budget_bytes: int = Field(4096, ge=512, le=1048576)
+    recent_pairs: int = Field(6, ge=0, le=100)
+    session_idle_s: int = Field(1800, ge=1)
+    retention_days: int = Field(30, ge=1)
+
+
+class SyncSettings(_Section):
+    batch_size: int = Field(100, ge=1, le=1000)
+
+
+class StorageSettings(_Section):
+    synchronous: Literal["NORMAL", "FULL", "EXTRA"] = "FULL"
+    busy_timeout_ms: int = Field(5000, ge=0, le=600000)
+
+
+class LogSettings(_Section):
+    level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    format: Literal["text", "json"] = "text"
+
+    @field_validator("level", mode="before")
+    @classmethod
+    def _upper(cls, value: Any) -> Any:
+        return value.upper() if isinstance(value, str) else value
+
+
+class Settings(_Section):
+    device_id: str = Field("robot-001", pattern=r"^[A-Za-z0-9._\-]{1,64}$")
+    state_dir: str = "/var/lib/a2a-edge"
+    mqtt: MqttSettings = MqttSettings()
+    cloud: CloudSettings = CloudSettings()
+    memory: MemorySettings = MemorySettings()
+    sync: SyncSettings = SyncSettings()
+    storage: StorageSettings = StorageSettings()
+    log: LogSettings = LogSettings()
+
+    @property
+    def state_db_path(self) -> Path:
+        return Path(self.state_dir) / "state.db"
+
+    @property
+    def topic_root(self) -> str:
+        return f"{self.mqtt.topic_prefix}/{self.device_id}"
+
+
+@dataclass(frozen=True)
+class Secrets:
+    """Read from the files the config names; never logged (repr hides them)."""
+
+    mqtt_password: str | None = None
+    cloud_token: str | None = None
+
+    def __repr__(self) -> str:
+        return "Secrets(<hidden>)"
+
+
+def _env_value(raw: str) -> Any:
+    text = raw.strip()
+    if text[:1] in "[{":
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError:
+            return raw
+    return raw
+
+
+def _apply_env(data: dict[str, Any], environ: Mapping[str, str]) -> None:
+    for name, raw in sorted(environ.items()):
+        if not name.startswith(ENV_PREFIX):
+            continue
+        path = name[len(ENV_PREFIX) :].lower().split("__")
+        if len(path) > 2 or not all(path):
+            raise ConfigError(".".join(path) or name, f"environment variable {name} is malformed")
+        if len(path) == 1:
+            data[path[0]] = _env_value(raw)
+            continue
+        section = data.setdefault(path[0], {})
+        if not isinstance(section, dict):
+            raise ConfigError(path[0], "must be a table")
+        section[path[1]] = _env_value(raw)
+
+
+def _first_error(exc: ValidationError) -> ConfigError:
+    err = exc.errors()[0]
+    key = ".".join(str(part) for part in err["loc"]) or "(root)"
+    message = err["msg"]
+    if err["type"] == "extra_forbidden":
+        message = "unknown key"
+    elif "input" in err and not isinstance(err["input"], dict | list):
+        message = f"{message} (got {err['input']!r})"
+    return ConfigError(key, message)
+
+
+def load_settings(
+    path: Path | None, environ: Mapping[str, str] | None = None
+) -> Settings:
+    """Load `path` (None: the default path if it exists, else defaults) plus env overrides."""
+    env = os.environ if environ is None else environ
+    data: dict[str, Any] = {}
+    source = path if path is not None else DEFAULT_CONFIG_PATH
+    if path is not None or source.exists():
+        try:
+            with source.open("rb") as fh:
+                data = tomllib.load(fh)
+        except FileNotFoundError as exc:
+            raise ConfigError("--config", f"file not found: {source}") from exc
+        except OSError as exc:
+            raise ConfigError("--config", f"cannot read {source}: {exc.strerror}") from exc
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError("--config", f"{source} is not valid TOML: {exc}") from exc
+    _apply_env(data, env)
+    try:
+        return Settings.model_validate(data)
+    except ValidationError as exc:
+        raise _first_error(exc) from None
+
+
+def _read_secret(key: str, file_name: str) -> str | None:
+    if not file_name:
+        return None
+    try:
+        return Path(file_name).read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise ConfigError(key, f"cannot read secret file {file_name}: {exc.strerror}") from exc
+
+
+def load_secrets(settings: Settings) -> Secrets:
+    return Secrets(
+        mqtt_password=_read_secret("mqtt.password_file", settings.mqtt.password_file),
+        cloud_token=_read_secret("cloud.token_file", settings.cloud.token_file),
+    )

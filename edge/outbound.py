@@ -1,0 +1,124 @@
+"""Durable outbound MQTT: rows written in the caller's transaction, deleted on PUBACK.
+
+paho keeps an unacknowledged QoS 1 publish only in RAM; a crash or a broker outage would lose
+it. So every QoS 1 message the runtime owes is first a row of `mqtt_outbox`, written in the
+same transaction as the state change that caused it. `flush()` hands rows to paho after the
+commit; the PUBACK deletes the row. Rows left at a restart are published again (receivers
+dedupe on their ids, as QoS 1 requires anyway).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Protocol
+
+import sqlite_utils
+
+from a2a_common import jsonx
+from a2a_common.clock import Clock, iso
+from a2a_common.sqlite import Migration
+
+log = logging.getLogger(__name__)
+
+
+def _create(db: sqlite_utils.Database) -> None:
+    db.execute(
+        """CREATE TABLE mqtt_outbox (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            topic TEXT NOT NULL,
+            payload TEXT NOT NULL,
+            qos INTEGER NOT NULL DEFAULT 1,
+            retain INTEGER NOT NULL DEFAULT 0,
+            created_at TEXT NOT NULL)"""
+    )
+    db.execute(
+        """CREATE TABLE inbox_seen (
+            key TEXT PRIMARY KEY,
+            topic TEXT NOT NULL,
+            seen_at TEXT NOT NULL)"""
+    )
+
+
+MIGRATIONS = [Migration("edge_0001_mqtt_outbox_inbox", _create)]
+
+
+class Wire(Protocol):
+    def publish(self, topic: str, payload: bytes, *, qos: int = 1, retain: bool = False) -> int:
+        ...
+
+
+class DurableOutbox:
+    """The MQTT outbox; only the loop thread calls it."""
+
+    def __init__(self, *, db: sqlite_utils.Database, clock: Clock) -> None:
+        self._db = db
+        self._clock = clock
+        self._wire: Wire | None = None
+        self._in_flight: dict[int, int] = {}  # paho mid -> row id
+        self._last_handed = 0  # rows are handed in id order, each once per process
+
+    def attach(self, wire: Wire) -> None:
+        self._wire = wire
+
+    def enqueue(
+        self, topic: str, payload: dict[str, Any], *, retain: bool = False, qos: int = 1
+    ) -> None:
+        """Call inside the transaction whose change this message reports."""
+        self._db.execute(
+            "INSERT INTO mqtt_outbox (topic, payload, qos, retain, created_at)"
+            " VALUES (?, ?, ?, ?, ?)",
+            [topic, jsonx.dumps(payload), qos, int(retain), iso(self._clock.now())],
+        )
+
+    def flush(self) -> int:
+        """Hand every committed row not yet handed to paho; returns how many."""
+        if self._wire is None:
+            return 0
+        rows = self._db.execute(
+            "SELECT id, topic, payload, qos, retain FROM mqtt_outbox WHERE id > ? ORDER BY id",
+            [self._last_handed],
+        ).fetchall()
+        sent = 0
+        for row_id, topic, payload, qos, retain in rows:
+            mid = self._wire.publish(topic, payload.encode("utf-8"), qos=qos, retain=bool(retain))
+            self._last_handed = row_id
+            if qos == 0:
+                self._delete(row_id)
+            else:
+                self._in_flight[mid] = row_id
+            sent += 1
+        return sent
+
+    def on_published(self, mid: int) -> None:
+        row_id = self._in_flight.pop(mid, None)
+        if row_id is not None:
+            self._delete(row_id)
+
+    def _delete(self, row_id: int) -> None:
+        with self._db.atomic():
+            self._db.execute("DELETE FROM mqtt_outbox WHERE id = ?", [row_id])
+
+    def in_flight(self) -> int:
+        return len(self._in_flight)
+
+    def pending(self) -> int:
+        return int(self._db.execute("SELECT count(*) FROM mqtt_outbox").fetchone()[0])
+
+
+class InboxDedupe:
+    """Ids of applied inbound messages, so a redelivery is applied once."""
+
+    def __init__(self, *, db: sqlite_utils.Database, clock: Clock) -> None:
+        self._db = db
+        self._clock = clock
+
+    def seen(self, key: str) -> bool:
+        row = self._db.execute("SELECT 1 FROM inbox_seen WHERE key = ?", [key]).fetchone()
+        return row is not None
+
+    def mark(self, key: str, topic: str) -> None:
+        """Call inside the transaction that applies the message."""
+        self._db.execute(
+            "INSERT OR IGNORE INTO inbox_seen (key, topic, seen_at) VALUES (?, ?, ?)",
+            [key, topic, iso(self._clock.now())],
+        )

@@ -1,0 +1,223 @@
+"""The loop: one asyncio task owns every state change; one handler per inbound kind.
+
+paho hands messages over with `call_soon_threadsafe`; each is validated (a refusal goes to
+`P/runtime/error`, nothing changes), applied in one transaction, then acknowledged. Turns wait
+on the cloud in their own task, one at a time, so callbacks and commands keep flowing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import Callable
+from typing import Any
+
+import sqlite_utils
+from pydantic import BaseModel
+
+from a2a_common import jsonx
+from a2a_common.clock import Clock, iso
+from cache.store import CacheStore
+from cloud_client.client import CloudClient
+from edge import __version__
+from edge.config import Settings
+from edge.mqtt import ChannelHandlers, Inbound, LastWill, MqttChannel
+from edge.notify import Notifier
+from edge.outbound import DurableOutbox
+from edge.topics import DeviceContextMsg, Refusal, Topics, TurnRequestMsg, parse_inbound
+from edge.turns import TurnHandler
+
+log = logging.getLogger(__name__)
+
+SHUTDOWN_GRACE_S = 3.0
+
+
+class Runtime:
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        db: sqlite_utils.Database,
+        clock: Clock,
+        topics: Topics,
+        cache: CacheStore,
+        cloud: CloudClient,
+        outbox: DurableOutbox,
+        turns: TurnHandler,
+        notifier: Notifier,
+        password: str | None,
+    ) -> None:
+        self._settings = settings
+        self._db = db
+        self._clock = clock
+        self._topics = topics
+        self._cache = cache
+        self._cloud = cloud
+        self._outbox = outbox
+        self._turns = turns
+        self._notifier = notifier
+        self._password = password
+        self._started_at = iso(clock.now())
+        self._stop = asyncio.Event()
+        self._accepting = True
+        self._turn_lock = asyncio.Lock()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._device_context: dict[str, Any] = {}
+        self._broker_up = False
+        self._channel: MqttChannel | None = None
+        self._handlers: dict[str, Callable[[Inbound, Any], None]] = {
+            "turn/request": self._on_turn,
+            "device/context": self._on_device_context,
+        }
+
+    # --- life cycle -------------------------------------------------------------------------
+    def _status(self, state: str) -> bytes:
+        body = {"state": state, "version": __version__, "started_at": self._started_at}
+        return jsonx.dumps(body).encode("utf-8")
+
+    async def run(self) -> int:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._stop.set)
+        self._device_context = self._cache.state("device_context", {}) or {}
+        interrupted = self._turns.recover()
+        channel = MqttChannel(
+            settings=self._settings.mqtt,
+            client_id=f"a2a-edge-{self._settings.device_id}",
+            subscriptions=self._topics.inbound(),
+            will=LastWill(self._topics.runtime_status, self._status("offline")),
+            loop=loop,
+            handlers=ChannelHandlers(
+                message=self._on_message,
+                connected=self._on_connected,
+                disconnected=self._on_disconnected,
+                published=self._outbox.on_published,
+            ),
+            password=self._password,
+        )
+        self._channel = channel
+        self._outbox.attach(channel)
+        channel.start()
+        log.info(
+            "started: device %s, schema ok, %d interrupted turns answered, %d messages to send",
+            self._settings.device_id, interrupted, self._outbox.pending(),
+        )
+        self._notifier.ready(self._status_line())
+        watchdog = asyncio.create_task(self._watchdog())
+        await self._stop.wait()
+        watchdog.cancel()
+        await self._shutdown(channel)
+        return 0
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    async def _shutdown(self, channel: MqttChannel) -> None:
+        self._notifier.stopping()
+        self._accepting = False
+        log.info("stopping: %d turns in flight", len(self._tasks))
+        if self._tasks:
+            _done, pending = await asyncio.wait(self._tasks, timeout=SHUTDOWN_GRACE_S)
+            for task in pending:
+                task.cancel()
+        if self._broker_up:
+            await channel.publish_and_wait(
+                self._topics.runtime_status, self._status("offline"), retain=True
+            )
+            deadline = self._clock.monotonic() + 2.0
+            while self._outbox.in_flight() and self._clock.monotonic() < deadline:
+                await asyncio.sleep(0.02)  # let PUBACKs of owed messages arrive
+        channel.stop()
+        await self._cloud.aclose()
+        self._db.close()
+        log.info("stopped")
+
+    async def _watchdog(self) -> None:
+        interval = self._notifier.watchdog_interval_s
+        while interval is not None:
+            try:
+                self._db.execute("SELECT 1").fetchone()
+            except Exception:  # a DB that does not answer means unhealthy: no ping
+                log.exception("watchdog: state DB does not answer")
+            else:
+                self._notifier.watchdog()
+                self._notifier.status(self._status_line())
+            await asyncio.sleep(interval)
+
+    def _status_line(self) -> str:
+        broker = "connected" if self._broker_up else "disconnected"
+        return f"broker {broker}; mqtt outbox {self._outbox.pending()}"
+
+    # --- channel events (loop thread) -------------------------------------------------------
+    def _on_connected(self, session_present: bool) -> None:
+        self._broker_up = True
+        assert self._channel is not None
+        self._channel.publish(self._topics.runtime_status, self._status("online"), retain=True)
+        log.info("broker connected (session %s)", "kept" if session_present else "new")
+        self._outbox.flush()
+
+    def _on_disconnected(self, reason: str) -> None:
+        if self._broker_up:
+            log.warning("broker disconnected: %s", reason)
+        self._broker_up = False
+
+    def _on_message(self, msg: Inbound) -> None:
+        if not self._accepting or self._channel is None:
+            return  # not acked: the broker keeps it for our next session
+        kind = self._topics.kind_of(msg.topic)
+        parsed: BaseModel | Refusal
+        if kind is None:
+            parsed = Refusal("unknown_topic", "topic is not an inbound topic of this device")
+        else:
+            parsed = parse_inbound(kind, msg.payload, self._settings.mqtt.max_payload_bytes)
+        if isinstance(parsed, Refusal):
+            self._refuse(msg.topic, parsed)
+            self._channel.ack(msg)
+            return
+        assert kind is not None
+        try:
+            self._handlers[kind](msg, parsed)
+        except Exception:
+            log.exception("handler for %s failed; message left unacknowledged", kind)
+            self._refuse(msg.topic, Refusal("internal_error", "the runtime could not apply it"))
+            return
+        self._channel.ack(msg)
+
+    def _refuse(self, topic: str, refusal: Refusal) -> None:
+        log.warning("refused message on %s: %s (%s)", topic, refusal.error, refusal.detail)
+        body = {"topic": topic, "error": refusal.error, "detail": refusal.detail,
+                "ts": iso(self._clock.now())}
+        if self._channel is not None:
+            self._channel.publish(
+                self._topics.runtime_error, jsonx.dumps(body).encode("utf-8"), qos=0
+            )
+
+    # --- handlers ---------------------------------------------------------------------------
+    def _on_turn(self, _msg: Inbound, parsed: Any) -> None:
+        assert isinstance(parsed, TurnRequestMsg)
+        received = self._turns.receive(parsed, self._device_context)
+        if received is None:
+            return
+        task = asyncio.create_task(self._answer(received))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _answer(self, received: Any) -> None:
+        async with self._turn_lock:
+            try:
+                await self._turns.answer(received)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("turn %s failed inside the runtime", received.turn_id)
+                self._turns.close_unanswered(
+                    received.turn_id, received.pair_id, "error", "internal_error"
+                )
+
+    def _on_device_context(self, _msg: Inbound, parsed: Any) -> None:
+        assert isinstance(parsed, DeviceContextMsg)
+        context = parsed.model_dump(mode="json", exclude_none=True)
+        with self._db.atomic():
+            self._cache.set_state("device_context", context)
+        self._device_context = context

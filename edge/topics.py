@@ -1,0 +1,118 @@
+"""Topic names under `P = <prefix>/<device_id>` and the inbound payload models of SPEC §2.
+
+`parse_inbound` is the single gate every inbound message passes: it returns a validated model
+or a `Refusal` with a machine word (`error`) and a human reason (`detail`). The detail names
+fields and rules, never the payload's text (it may be the user's words).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
+
+
+class _Inbound(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class TurnRequestMsg(_Inbound):
+    turn_id: StrictStr = Field(min_length=1, max_length=128)
+    recognized_text: StrictStr = Field(min_length=1, max_length=4000)
+    session_id: StrictStr | None = Field(None, min_length=1, max_length=128)
+    device_context: dict[str, Any] | None = None
+
+
+class DeviceContextMsg(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+    current_room: StrictStr | None = Field(None, max_length=64)
+    battery: float | None = Field(None, ge=0, le=100, allow_inf_nan=False)
+
+
+KIND_MODELS: dict[str, type[BaseModel]] = {
+    "turn/request": TurnRequestMsg,
+    "device/context": DeviceContextMsg,
+}
+
+
+@dataclass(frozen=True)
+class Refusal:
+    error: str
+    detail: str
+
+
+class Topics:
+    """All topic names of one device, built once from the config."""
+
+    def __init__(self, prefix: str, device_id: str) -> None:
+        self.root = f"{prefix}/{device_id}"
+        self.turn_request = self._t("turn/request")
+        self.turn_response = self._t("turn/response")
+        self.device_context = self._t("device/context")
+        self.runtime_status = self._t("runtime/status")
+        self.runtime_error = self._t("runtime/error")
+
+    def _t(self, suffix: str) -> str:
+        return f"{self.root}/{suffix}"
+
+    def inbound(self) -> list[str]:
+        return [self._t(kind) for kind in KIND_MODELS]
+
+    def kind_of(self, topic: str) -> str | None:
+        """The suffix after `P/` when the topic is one we take in, else None."""
+        if not topic.startswith(self.root + "/"):
+            return None
+        kind = topic[len(self.root) + 1 :]
+        return kind if kind in KIND_MODELS else None
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not allowed in JSON payloads")
+
+
+def decode_object(payload: bytes, max_bytes: int) -> dict[str, Any] | Refusal:
+    if len(payload) > max_bytes:
+        return Refusal("payload_too_large", f"{len(payload)} bytes > max_payload_bytes {max_bytes}")
+    try:
+        text = payload.decode("utf-8")
+    except UnicodeDecodeError:
+        return Refusal("invalid_json", "payload is not UTF-8")
+    try:
+        value = json.loads(text, parse_constant=_reject_constant)
+    except RecursionError:
+        return Refusal("invalid_json", "payload nests too deeply")
+    except ValueError as exc:
+        return Refusal("invalid_json", str(exc).split(":")[0][:200])
+    if not isinstance(value, dict):
+        return Refusal("not_an_object", f"payload is a JSON {type(value).__name__}, not an object")
+    return value
+
+
+def _finite(value: Any, depth: int = 0) -> bool:
+    if depth > 32:
+        return False
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, dict):
+        return all(_finite(v, depth + 1) for v in value.values())
+    if isinstance(value, list):
+        return all(_finite(v, depth + 1) for v in value)
+    return True
+
+
+def parse_inbound(kind: str, payload: bytes, max_bytes: int) -> BaseModel | Refusal:
+    decoded = decode_object(payload, max_bytes)
+    if isinstance(decoded, Refusal):
+        return decoded
+    if not _finite(decoded):
+        return Refusal("invalid_field", "numbers must be finite and nesting at most 32 deep")
+    try:
+        return KIND_MODELS[kind].model_validate(decoded)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "(payload)"
+        word = "missing_field" if err["type"] == "missing" else "invalid_field"
+        return Refusal(word, f"{where}: {err['msg']}")

@@ -1,0 +1,199 @@
+"""One user turn: record the utterance, ask the planner, record the pair, answer.
+
+The utterance is committed (with its dedupe mark) before the cloud is called, so it is kept
+whatever the cloud does. The answer, the pair's completion and the memory update commit in
+one transaction with the `P/turn/response` message they cause.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import sqlite_utils
+
+from a2a_common.clock import Clock
+from a2a_common.ids import new_id, new_ulid
+from cache.model import SyncPosition
+from cache.sessions import choose_session
+from cache.snapshot import build_snapshot
+from cache.store import CacheStore
+from cache.update import UpdateInput, plan_update
+from cloud_client.client import CloudClient
+from cloud_client.errors import CloudError, CloudUnavailable
+from cloud_client.models import TurnRequest, TurnResponse, VoiceContext
+from edge.config import Settings
+from edge.outbound import DurableOutbox, InboxDedupe
+from edge.topics import Topics, TurnRequestMsg
+
+log = logging.getLogger(__name__)
+
+OFFLINE_TEXT = "지금은 클라우드에 연결할 수 없어요. 잠시 후 다시 말씀해 주세요."
+ERROR_TEXT = "죄송해요, 요청을 처리하지 못했어요."
+
+
+@dataclass(frozen=True)
+class Received:
+    turn_id: str
+    pair_id: str
+    session_id: str
+    text: str
+    device_context: dict[str, Any]
+
+
+class TurnHandler:
+    def __init__(
+        self,
+        *,
+        db: sqlite_utils.Database,
+        cache: CacheStore,
+        cloud: CloudClient,
+        outbox: DurableOutbox,
+        dedupe: InboxDedupe,
+        topics: Topics,
+        settings: Settings,
+        clock: Clock,
+    ) -> None:
+        self._db = db
+        self._cache = cache
+        self._cloud = cloud
+        self._outbox = outbox
+        self._dedupe = dedupe
+        self._topics = topics
+        self._settings = settings
+        self._clock = clock
+
+    def receive(self, msg: TurnRequestMsg, device_context: dict[str, Any]) -> Received | None:
+        """Commit the utterance; None when this turn_id was already taken in."""
+        key = f"turn:{msg.turn_id}"
+        if self._dedupe.seen(key):
+            log.info("turn %s is a redelivery; already taken in", msg.turn_id)
+            return None
+        now = self._clock.now()
+        with self._db.atomic():
+            session_id = choose_session(
+                msg.session_id,
+                self._cache.latest_session(),
+                now,
+                self._settings.memory.session_idle_s,
+                new_id("session", self._clock),
+            )
+            self._cache.touch_session(session_id, now)
+            pair_id = new_id("pair", self._clock)
+            self._cache.record_utterance(
+                pair_id=pair_id, turn_id=msg.turn_id, session_id=session_id,
+                text=msg.recognized_text, now=now,
+            )
+            self._dedupe.mark(key, self._topics.turn_request)
+        merged = {**device_context, **(msg.device_context or {})}
+        log.info("turn %s recorded in %s", msg.turn_id, session_id)
+        return Received(msg.turn_id, pair_id, session_id, msg.recognized_text, merged)
+
+    def build_request(self, turn: Received) -> TurnRequest:
+        memory = self._settings.memory
+        view = self._cache.view(session_id=turn.session_id, recent_pairs=memory.recent_pairs)
+        snapshot = build_snapshot(
+            view, self._clock.now(), memory.snapshot_budget_bytes, memory.recent_pairs
+        )
+        return TurnRequest(
+            request_id=new_ulid(self._clock),
+            device_id=self._settings.device_id,
+            recognized_text=turn.text,
+            voice_context=VoiceContext(
+                recognized_text=turn.text,
+                session_id=turn.session_id,
+                last_route=self._cache.state("last_route", ""),
+                active_workflow_id=self._cache.state("active_workflow_id", ""),
+                memory_snapshot=snapshot,
+            ),
+            device_context=turn.device_context,
+        )
+
+    async def answer(self, turn: Received) -> None:
+        request = self.build_request(turn)
+        try:
+            response = await self._cloud.turn(
+                request, deadline_s=self._settings.cloud.turn_deadline_s
+            )
+        except CloudUnavailable as exc:
+            log.warning("turn %s: cloud unavailable: %s", turn.turn_id, exc)
+            self.close_unanswered(turn.turn_id, turn.pair_id, "offline", f"cloud_unavailable: {exc}")
+            return
+        except CloudError as exc:  # rejected or not the contract
+            log.warning("turn %s: cloud answer refused: %s", turn.turn_id, exc)
+            self.close_unanswered(turn.turn_id, turn.pair_id, "error", f"cloud_error: {exc}")
+            return
+        self._close_answered(turn, response)
+
+    def _close_answered(self, turn: Received, response: TurnResponse) -> None:
+        if response.device_workflow_requests or response.device_task_requests:
+            log.warning(
+                "turn %s: %d workflow / %d task requests not run: no TaskManager in this build",
+                turn.turn_id, len(response.device_workflow_requests),
+                len(response.device_task_requests),
+            )
+        accepted: frozenset[str] = frozenset()
+        update = _update_input(response)
+        changes = plan_update(update, self._cache.sync_position(), accepted)
+        now = self._clock.now()
+        with self._db.atomic():
+            self._cache.apply_changes(turn.pair_id, turn.session_id, changes, now)
+            self._outbox.enqueue(
+                self._topics.turn_response,
+                {
+                    "turn_id": turn.turn_id,
+                    "status": "ok",
+                    "assistant_text": response.assistant_text,
+                    "route_family": response.route_family,
+                    "workflow_ids": sorted(accepted),
+                },
+            )
+        self._outbox.flush()
+        log.info("turn %s answered: route %s", turn.turn_id, response.route_family)
+
+    def close_unanswered(self, turn_id: str, pair_id: str, status: str, reason: str) -> None:
+        """Answer `offline`/`error`; the utterance stays recorded as a pair without reply."""
+        now = self._clock.now()
+        with self._db.atomic():
+            self._cache.close_pair(pair_id, status=status, now=now)
+            self._outbox.enqueue(
+                self._topics.turn_response,
+                {
+                    "turn_id": turn_id,
+                    "status": status,
+                    "assistant_text": OFFLINE_TEXT if status == "offline" else ERROR_TEXT,
+                    "route_family": "",
+                    "workflow_ids": [],
+                    "error": reason,
+                },
+            )
+        self._outbox.flush()
+
+    def recover(self) -> int:
+        """Answer turns a previous run took in but never answered; returns how many."""
+        pending = self._cache.pending_turns()
+        for turn_id, pair_id in pending:
+            self.close_unanswered(
+                turn_id, pair_id, "error", "interrupted: the runtime restarted mid-turn"
+            )
+        return len(pending)
+
+
+def _update_input(response: TurnResponse) -> UpdateInput:
+    update = response.memory_update
+    if update is None:
+        return UpdateInput(reply_text=response.assistant_text, route_family=response.route_family)
+    pair = update.write_candidates.short_term_pair
+    cache_update = update.device_cache_update
+    return UpdateInput(
+        reply_text=response.assistant_text,
+        route_family=response.route_family,
+        pair_assistant_text=pair.assistant_text if pair else "",
+        pair_route_family=pair.route_family if pair else "",
+        pair_workflow_id=pair.workflow_id if pair else "",
+        last_route=cache_update.last_route,
+        session_summary=cache_update.session_summary,
+        active_workflow_id=cache_update.active_workflow_id,
+        sync=SyncPosition(update.sync.cursor, update.sync.version) if update.sync else None,
+    )

@@ -1,0 +1,66 @@
+"""The only place that builds the object graph from settings."""
+
+from __future__ import annotations
+
+from a2a_common.clock import Clock, SystemClock
+from a2a_common.sqlite import open_state_db
+from cache.store import CacheStore
+from cloud_client.client import CloudClient
+from edge import __version__
+from edge.config import Secrets, Settings
+from edge.notify import Notifier
+from edge.outbound import DurableOutbox, InboxDedupe
+from edge.runtime import Runtime
+from edge.schema import MIGRATIONS
+from edge.topics import Topics
+from edge.turns import TurnHandler
+
+
+def build_runtime(
+    settings: Settings,
+    secrets: Secrets,
+    *,
+    clock: Clock | None = None,
+    notifier: Notifier | None = None,
+) -> Runtime:
+    """Open the state DB (migrating it) and wire every component; raises StorageError."""
+    clock = clock or SystemClock()
+    db = open_state_db(
+        settings.state_db_path,
+        MIGRATIONS,
+        synchronous=settings.storage.synchronous,
+        busy_timeout_ms=settings.storage.busy_timeout_ms,
+    )
+    topics = Topics(settings.mqtt.topic_prefix, settings.device_id)
+    cache = CacheStore(db=db)
+    outbox = DurableOutbox(db=db, clock=clock)
+    cloud = CloudClient(
+        base_url=settings.cloud.base_url,
+        token=secrets.cloud_token,
+        connect_timeout_s=settings.cloud.connect_timeout_s,
+        read_timeout_s=settings.cloud.read_timeout_s,
+        verify_tls=settings.cloud.verify_tls,
+        user_agent=f"a2a-edge/{__version__}",
+    )
+    turns = TurnHandler(
+        db=db,
+        cache=cache,
+        cloud=cloud,
+        outbox=outbox,
+        dedupe=InboxDedupe(db=db, clock=clock),
+        topics=topics,
+        settings=settings,
+        clock=clock,
+    )
+    return Runtime(
+        settings=settings,
+        db=db,
+        clock=clock,
+        topics=topics,
+        cache=cache,
+        cloud=cloud,
+        outbox=outbox,
+        turns=turns,
+        notifier=notifier or Notifier(),
+        password=secrets.mqtt_password,
+    )

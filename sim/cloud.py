@@ -1,0 +1,238 @@
+"""The reference cloud planner, first cut: a real HTTP server of SPEC §3.
+
+It answers turns (route `DEF`, a short Korean reply, a `memory_update` like the seed's), keeps a
+cursor/version per device, acks memory sync writes once per `write_id`, and records every request.
+A control surface under `/_sim/` lets tests inject faults and read the request log:
+
+- `POST /_sim/faults` `{"latency_s", "status", "malformed", "drop", "times"}` — `times` limits how
+  many requests the fault hits (absent: until reset);
+- `GET /_sim/requests` — every request received, oldest first;
+- `POST /_sim/reset` — forget faults and the log.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from sim.routing import route
+
+log = logging.getLogger(__name__)
+MAX_BODY = 16 * 1024 * 1024
+
+
+@dataclass
+class Faults:
+    latency_s: float = 0.0
+    status: int | None = None
+    malformed: bool = False
+    drop: bool = False
+    times: int | None = None
+
+
+@dataclass
+class CloudState:
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    faults: Faults = field(default_factory=Faults)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    versions: dict[str, int] = field(default_factory=dict)
+    seen_writes: set[str] = field(default_factory=set)
+
+    def take_fault(self) -> Faults:
+        with self.lock:
+            current = self.faults
+            if current.times is not None:
+                current.times -= 1
+                if current.times <= 0:
+                    self.faults = Faults()
+            return current
+
+    def next_sync(self, device_id: str) -> dict[str, str]:
+        with self.lock:
+            n = self.versions.get(device_id, 0) + 1
+            self.versions[device_id] = n
+        return {"cursor": f"cur-{n}", "version": f"v{n}"}
+
+
+def turn_response(body: dict[str, Any], sync: dict[str, str]) -> dict[str, Any]:
+    text = str(body.get("recognized_text", ""))
+    context = body.get("device_context") or {}
+    planned = route(text, context if isinstance(context, dict) else {})
+    return {
+        "request_id": body.get("request_id", ""),
+        "route_family": planned.route_family,
+        "assistant_text": planned.assistant_text,
+        "device_task_requests": [],
+        "device_workflow_requests": [],
+        "memory_update": {
+            "contract_version": "a2a-memory-context-v1",
+            "source": "cloud_a2a_runtime",
+            "sync": sync,
+            "write_candidates": {
+                "short_term_pair": {
+                    "user_text": text,
+                    "assistant_text": "",
+                    "route_family": planned.route_family,
+                    "workflow_id": "",
+                },
+                "profile_candidates": [],
+            },
+            "device_cache_update": {
+                "active_workflow_id": "",
+                "last_route": planned.route_family,
+                "session_summary": "",
+            },
+        },
+    }
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+        log.debug("%s " + format, self.address_string(), *args)
+
+    def _send(self, status: int, body: Any, raw: bytes | None = None) -> None:
+        data = raw if raw is not None else json.dumps(body, ensure_ascii=False).encode("utf-8")
+        self.send_response(status)
+        self.send_header("content-type", "application/json; charset=utf-8")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _body(self) -> Any:
+        length = int(self.headers.get("content-length") or 0)
+        if length > MAX_BODY:
+            return None
+        try:
+            return json.loads(self.rfile.read(length).decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            return None
+
+    def do_GET(self) -> None:
+        state = self.server.state
+        if self.path == "/_sim/requests":
+            with state.lock:
+                self._send(200, list(state.requests))
+        elif self.path == "/_sim/health":
+            self._send(200, {"ok": True})
+        else:
+            self._send(404, {"error": "not_found"})
+
+    def do_POST(self) -> None:
+        state = self.server.state
+        body = self._body()
+        if self.path.startswith("/_sim/"):
+            self._control(body)
+            return
+        with state.lock:
+            state.requests.append({"path": self.path, "body": body, "at": time.time()})
+        fault = state.take_fault()
+        if fault.latency_s:
+            time.sleep(fault.latency_s)
+        if fault.drop:
+            self.close_connection = True
+            self.connection.shutdown(2)
+            return
+        if fault.status is not None:
+            self._send(fault.status, {"error": "injected", "status": fault.status})
+            return
+        if fault.malformed:
+            self._send(200, None, raw=b'{"request_id": "truncated')
+            return
+        if not isinstance(body, dict):
+            self._send(400, {"error": "bad_request", "detail": "body must be a JSON object"})
+            return
+        self._route(body)
+
+    def _route(self, body: dict[str, Any]) -> None:
+        state = self.server.state
+        device = str(body.get("device_id", ""))
+        if self.path == "/v1/a2a/turn":
+            self._send(200, turn_response(body, state.next_sync(device)))
+        elif self.path == "/v1/a2a/memory/sync":
+            writes = body.get("writes") or []
+            ids = [str(w.get("write_id")) for w in writes if isinstance(w, dict)]
+            with state.lock:
+                state.seen_writes.update(ids)
+            self._send(200, {"sync": state.next_sync(device), "acked": ids, "rejected": [],
+                             "updates": {}})
+        elif self.path == "/v1/a2a/workflow/events":
+            self._send(200, {"decision": None})
+        else:
+            self._send(404, {"error": "not_found"})
+
+    def _control(self, body: Any) -> None:
+        state = self.server.state
+        if self.path == "/_sim/faults" and isinstance(body, dict):
+            known = set(Faults.__dataclass_fields__)
+            with state.lock:
+                state.faults = Faults(**{k: v for k, v in body.items() if k in known})
+            self._send(200, {"ok": True})
+        elif self.path == "/_sim/reset":
+            with state.lock:
+                state.faults = Faults()
+                state.requests.clear()
+            self._send(200, {"ok": True})
+        else:
+            self._send(404, {"error": "not_found"})
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, host: str, port: int, state: CloudState) -> None:
+        super().__init__((host, port), _Handler)
+        self.state = state
+
+
+class SimCloud:
+    """The planner in a background thread of this process (tests, demo)."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.state = CloudState()
+        self._server = _Server(host, port, self.state)
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        return int(self._server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> SimCloud:
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def requests(self, path: str | None = None) -> list[dict[str, Any]]:
+        with self.state.lock:
+            return [r for r in self.state.requests if path is None or r["path"] == path]
+
+    def set_faults(self, **faults: Any) -> None:
+        with self.state.lock:
+            self.state.faults = Faults(**faults)
+
+
+def serve_forever(host: str, port: int) -> None:
+    server = _Server(host, port, CloudState())
+    log.info("sim cloud listening on http://%s:%d", host, server.server_address[1])
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()

@@ -1,0 +1,118 @@
+"""An MQTT client for tests and the demo: publish JSON, wait for a message with a deadline.
+
+It reconnects by itself and subscribes again on every connect, so it outlives a broker restart.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import paho.mqtt.client as paho
+from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
+
+
+@dataclass(frozen=True)
+class Message:
+    topic: str
+    payload: bytes
+    retain: bool
+
+    def json(self) -> Any:
+        return json.loads(self.payload.decode("utf-8"))
+
+
+class MqttProbe:
+    def __init__(self, port: int, topics: list[str], *, client_id: str = "",
+                 host: str = "127.0.0.1") -> None:
+        self._topics = topics
+        self._messages: list[Message] = []
+        self._cond = threading.Condition()
+        self._connects = 0
+        self.client = paho.Client(
+            callback_api_version=CallbackAPIVersion.VERSION2,
+            client_id=client_id,
+            protocol=MQTTProtocolVersion.MQTTv5,
+        )
+        self.client.suppress_exceptions = True
+        self.client.reconnect_delay_set(1, 1)
+        self.client.on_connect = self._on_connect
+        self.client.on_message = self._on_message
+        self.client.connect_async(host, port, keepalive=10)
+        self.client.loop_start()
+        self.wait_connected(1)
+
+    def _on_connect(self, client: paho.Client, _u: Any, _f: Any, reason: Any, _p: Any) -> None:
+        if reason.is_failure:
+            return
+        infos = [client.subscribe(topic, qos=1) for topic in self._topics]
+        del infos
+        with self._cond:
+            self._connects += 1
+            self._cond.notify_all()
+
+    def _on_message(self, _c: paho.Client, _u: Any, msg: paho.MQTTMessage) -> None:
+        with self._cond:
+            self._messages.append(Message(msg.topic, bytes(msg.payload), bool(msg.retain)))
+            self._cond.notify_all()
+
+    def wait_connected(self, count: int, timeout_s: float = 10.0) -> None:
+        with self._cond:
+            if not self._cond.wait_for(lambda: self._connects >= count, timeout_s):
+                raise TimeoutError(f"probe did not reach {count} connects in {timeout_s}s")
+        time.sleep(0.05)  # let the SUBACK land before the caller publishes
+
+    @property
+    def connects(self) -> int:
+        with self._cond:
+            return self._connects
+
+    def publish(self, topic: str, payload: Any, *, qos: int = 1, retain: bool = False) -> None:
+        data = payload if isinstance(payload, bytes) else json.dumps(
+            payload, ensure_ascii=False).encode("utf-8")
+        self.client.publish(topic, data, qos=qos, retain=retain).wait_for_publish(5)
+
+    def wait_for(
+        self,
+        topic: str,
+        predicate: Callable[[Any], bool] = lambda _body: True,
+        timeout_s: float = 10.0,
+    ) -> Any:
+        """The JSON body of the first message on `topic` that satisfies `predicate`."""
+
+        def find() -> Any:
+            for msg in self._messages:
+                if msg.topic == topic:
+                    try:
+                        body = msg.json()
+                    except ValueError:
+                        continue
+                    if predicate(body):
+                        return body
+            return None
+
+        with self._cond:
+            found: Any = None
+
+            def ready() -> bool:
+                nonlocal found
+                found = find()
+                return found is not None
+
+            if not self._cond.wait_for(ready, timeout_s):
+                seen = [m.topic for m in self._messages]
+                raise TimeoutError(f"nothing matching on {topic} within {timeout_s}s; saw {seen}")
+            return found
+
+    def messages(self, topic: str) -> list[Any]:
+        with self._cond:
+            return [m.json() for m in self._messages if m.topic == topic]
+
+    def close(self) -> None:
+        self.client.disconnect()
+        self.client.loop_stop()
