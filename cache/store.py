@@ -89,8 +89,9 @@ class CacheStore:
             [status, assistant_text, route_family, workflow_id, iso(now), pair_id],
         )
 
-    def apply_changes(self, pair_id: str, session_id: str, changes: UpdateChanges,
-                      now: datetime) -> None:
+    def apply_changes(
+        self, pair_id: str, session_id: str, changes: UpdateChanges, now: datetime
+    ) -> None:
         self.close_pair(
             pair_id,
             status="ok",

@@ -59,7 +59,9 @@ def sync_to_adopt(current: SyncPosition, offered: SyncPosition | None) -> SyncPo
 def plan_update(
     update: UpdateInput, current_sync: SyncPosition, accepted_workflow_ids: frozenset[str]
 ) -> UpdateChanges:
-    workflow_id = update.pair_workflow_id if update.pair_workflow_id in accepted_workflow_ids else ""
+    workflow_id = (
+        update.pair_workflow_id if update.pair_workflow_id in accepted_workflow_ids else ""
+    )
     active = update.active_workflow_id
     return UpdateChanges(
         assistant_text=update.pair_assistant_text or update.reply_text,

@@ -13,8 +13,9 @@ from tenacity import (
 from cloud_client.errors import CloudTransient
 
 
-def retrying(*, within_s: float, max_attempts: int = 5, initial_s: float = 0.2,
-             max_wait_s: float = 2.0) -> AsyncRetrying:
+def retrying(
+    *, within_s: float, max_attempts: int = 5, initial_s: float = 0.2, max_wait_s: float = 2.0
+) -> AsyncRetrying:
     """Retry CloudTransient until `within_s` has passed or `max_attempts` were made."""
     return AsyncRetrying(
         retry=retry_if_exception_type(CloudTransient),

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from a2a_common.sqlite import StorageError, open_readonly, schema_version
-from edge.config import ConfigError, Settings, load_secrets, load_settings
+from edge.config import Settings, load_secrets, load_settings
+from edge.errors import ConfigError
 from edge.log import configure
 
 EXIT_CONFIG = 2
@@ -41,6 +42,7 @@ def _status(settings: Settings) -> dict[str, Any]:
 
     db = open_readonly(settings.state_db_path, len(MIGRATIONS))
     try:
+
         def count(sql: str) -> int:
             return int(db.execute(sql).fetchone()[0])
 

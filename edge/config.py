@@ -150,9 +150,7 @@ def _first_error(exc: ValidationError) -> ConfigError:
     return ConfigError(key, message)
 
 
-def load_settings(
-    path: Path | None, environ: Mapping[str, str] | None = None
-) -> Settings:
+def load_settings(path: Path | None, environ: Mapping[str, str] | None = None) -> Settings:
     """Load `path` (None: the default path if it exists, else defaults) plus env overrides."""
     env = os.environ if environ is None else environ
     data: dict[str, Any] = {}

@@ -10,6 +10,7 @@ redelivered by the broker instead of lost.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import ssl
 from collections.abc import Callable
@@ -101,14 +102,10 @@ class MqttChannel:
 
     # --- paho thread: hand-off only -------------------------------------------------------
     def _hand_off(self, fn: Callable[..., None], *args: Any) -> None:
-        try:
+        with contextlib.suppress(RuntimeError):  # the loop closed while shutting down
             self._loop.call_soon_threadsafe(fn, *args)
-        except RuntimeError:  # loop closed while shutting down
-            pass
 
-    def _on_connect(
-        self, client: paho.Client, _u: Any, flags: Any, reason: Any, _p: Any
-    ) -> None:
+    def _on_connect(self, client: paho.Client, _u: Any, flags: Any, reason: Any, _p: Any) -> None:
         if reason.is_failure:
             self._hand_off(self._handlers.disconnected, f"connect refused: {reason}")
             return
@@ -117,9 +114,7 @@ class MqttChannel:
             client.subscribe([(topic, 1) for topic in self._subscriptions])
         self._hand_off(self._handlers.connected, bool(flags.session_present))
 
-    def _on_disconnect(
-        self, _c: paho.Client, _u: Any, _f: Any, reason: Any, _p: Any
-    ) -> None:
+    def _on_disconnect(self, _c: paho.Client, _u: Any, _f: Any, reason: Any, _p: Any) -> None:
         self._hand_off(self._handlers.disconnected, str(reason))
 
     def _on_message(self, _c: paho.Client, _u: Any, msg: paho.MQTTMessage) -> None:
@@ -141,7 +136,7 @@ class MqttChannel:
         """Connect in the background; paho retries with backoff until the broker answers."""
         props: Properties | None = None
         if self._v5:
-            props = Properties(PacketTypes.CONNECT)
+            props = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
             props.SessionExpiryInterval = self._settings.session_expiry_s
         self._client.connect_async(
             self._settings.host,

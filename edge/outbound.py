@@ -43,8 +43,7 @@ MIGRATIONS = [Migration("edge_0001_mqtt_outbox_inbox", _create)]
 
 
 class Wire(Protocol):
-    def publish(self, topic: str, payload: bytes, *, qos: int = 1, retain: bool = False) -> int:
-        ...
+    def publish(self, topic: str, payload: bytes, *, qos: int = 1, retain: bool = False) -> int: ...
 
 
 class DurableOutbox:

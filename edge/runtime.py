@@ -101,7 +101,9 @@ class Runtime:
         channel.start()
         log.info(
             "started: device %s, schema ok, %d interrupted turns answered, %d messages to send",
-            self._settings.device_id, interrupted, self._outbox.pending(),
+            self._settings.device_id,
+            interrupted,
+            self._outbox.pending(),
         )
         self._notifier.ready(self._status_line())
         watchdog = asyncio.create_task(self._watchdog())
@@ -186,8 +188,12 @@ class Runtime:
 
     def _refuse(self, topic: str, refusal: Refusal) -> None:
         log.warning("refused message on %s: %s (%s)", topic, refusal.error, refusal.detail)
-        body = {"topic": topic, "error": refusal.error, "detail": refusal.detail,
-                "ts": iso(self._clock.now())}
+        body = {
+            "topic": topic,
+            "error": refusal.error,
+            "detail": refusal.detail,
+            "ts": iso(self._clock.now()),
+        }
         if self._channel is not None:
             self._channel.publish(
                 self._topics.runtime_error, jsonx.dumps(body).encode("utf-8"), qos=0

@@ -82,8 +82,11 @@ class TurnHandler:
             self._cache.touch_session(session_id, now)
             pair_id = new_id("pair", self._clock)
             self._cache.record_utterance(
-                pair_id=pair_id, turn_id=msg.turn_id, session_id=session_id,
-                text=msg.recognized_text, now=now,
+                pair_id=pair_id,
+                turn_id=msg.turn_id,
+                session_id=session_id,
+                text=msg.recognized_text,
+                now=now,
             )
             self._dedupe.mark(key, self._topics.turn_request)
         merged = {**device_context, **(msg.device_context or {})}
@@ -118,7 +121,9 @@ class TurnHandler:
             )
         except CloudUnavailable as exc:
             log.warning("turn %s: cloud unavailable: %s", turn.turn_id, exc)
-            self.close_unanswered(turn.turn_id, turn.pair_id, "offline", f"cloud_unavailable: {exc}")
+            self.close_unanswered(
+                turn.turn_id, turn.pair_id, "offline", f"cloud_unavailable: {exc}"
+            )
             return
         except CloudError as exc:  # rejected or not the contract
             log.warning("turn %s: cloud answer refused: %s", turn.turn_id, exc)
@@ -130,7 +135,8 @@ class TurnHandler:
         if response.device_workflow_requests or response.device_task_requests:
             log.warning(
                 "turn %s: %d workflow / %d task requests not run: no TaskManager in this build",
-                turn.turn_id, len(response.device_workflow_requests),
+                turn.turn_id,
+                len(response.device_workflow_requests),
                 len(response.device_task_requests),
             )
         accepted: frozenset[str] = frozenset()

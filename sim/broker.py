@@ -44,8 +44,14 @@ def wait_port(port: int, *, up: bool, timeout_s: float) -> bool:
 
 
 class Mosquitto:
-    def __init__(self, workdir: Path, port: int | None = None, *, persistence: bool = True,
-                 extra_conf: str = "") -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        port: int | None = None,
+        *,
+        persistence: bool = True,
+        extra_conf: str = "",
+    ) -> None:
         self.workdir = workdir
         self.port = port or free_port()
         self.persistence = persistence

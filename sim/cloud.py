@@ -95,7 +95,7 @@ class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.1"
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:
         log.debug("%s " + format, self.address_string(), *args)
 
     def _send(self, status: int, body: Any, raw: bytes | None = None) -> None:
@@ -161,8 +161,9 @@ class _Handler(BaseHTTPRequestHandler):
             ids = [str(w.get("write_id")) for w in writes if isinstance(w, dict)]
             with state.lock:
                 state.seen_writes.update(ids)
-            self._send(200, {"sync": state.next_sync(device), "acked": ids, "rejected": [],
-                             "updates": {}})
+            self._send(
+                200, {"sync": state.next_sync(device), "acked": ids, "rejected": [], "updates": {}}
+            )
         elif self.path == "/v1/a2a/workflow/events":
             self._send(200, {"decision": None})
         else:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from sim.broker import Mosquitto
 from sim.cloud import SimCloud
@@ -18,6 +20,10 @@ SCRIPT = ["안녕", "오늘 저녁에 거실 청정해줘"]
 
 def say(text: str) -> None:
     print(text, flush=True)
+
+
+def _for_turn(turn_id: str) -> Callable[[Any], bool]:
+    return lambda body: isinstance(body, dict) and body.get("turn_id") == turn_id
 
 
 def run_demo(verbose: bool = False) -> int:
@@ -53,16 +59,18 @@ def run_demo(verbose: bool = False) -> int:
                 turn_id = f"demo-turn-{n}"
                 say(f"\n사용자 ▶ {text}")
                 probe.publish(f"{ROOT}/turn/request", {"turn_id": turn_id, "recognized_text": text})
-                reply = probe.wait_for(
-                    f"{ROOT}/turn/response", lambda b, t=turn_id: b.get("turn_id") == t
+                reply = probe.wait_for(f"{ROOT}/turn/response", _for_turn(turn_id))
+                say(
+                    f"로봇   ◀ {reply['assistant_text']}  "
+                    f"[status={reply['status']} route={reply['route_family']}]"
                 )
-                say(f"로봇   ◀ {reply['assistant_text']}  "
-                    f"[status={reply['status']} route={reply['route_family']}]")
             turns = cloud.requests("/v1/a2a/turn")
             snapshot = turns[-1]["body"]["voice_context"]["memory_snapshot"]
-            say(f"\n· the cloud saw {len(turns)} turns; the last carried a memory snapshot with "
+            say(
+                f"\n· the cloud saw {len(turns)} turns; the last carried a memory snapshot with "
                 f"{len(snapshot['short_term']['recent_pairs'])} recent pair(s), "
-                f"sync {snapshot['sync']}")
+                f"sync {snapshot['sync']}"
+            )
             code = runtime.terminate()
             say(f"· runtime stopped on SIGTERM with exit code {code}")
             return 0 if code == 0 else 1

@@ -6,7 +6,6 @@ It reconnects by itself and subscribes again on every connect, so it outlives a 
 from __future__ import annotations
 
 import json
-import queue
 import threading
 import time
 from collections.abc import Callable
@@ -28,8 +27,9 @@ class Message:
 
 
 class MqttProbe:
-    def __init__(self, port: int, topics: list[str], *, client_id: str = "",
-                 host: str = "127.0.0.1") -> None:
+    def __init__(
+        self, port: int, topics: list[str], *, client_id: str = "", host: str = "127.0.0.1"
+    ) -> None:
         self._topics = topics
         self._messages: list[Message] = []
         self._cond = threading.Condition()
@@ -50,8 +50,8 @@ class MqttProbe:
     def _on_connect(self, client: paho.Client, _u: Any, _f: Any, reason: Any, _p: Any) -> None:
         if reason.is_failure:
             return
-        infos = [client.subscribe(topic, qos=1) for topic in self._topics]
-        del infos
+        for topic in self._topics:
+            client.subscribe(topic, qos=1)
         with self._cond:
             self._connects += 1
             self._cond.notify_all()
@@ -73,8 +73,11 @@ class MqttProbe:
             return self._connects
 
     def publish(self, topic: str, payload: Any, *, qos: int = 1, retain: bool = False) -> None:
-        data = payload if isinstance(payload, bytes) else json.dumps(
-            payload, ensure_ascii=False).encode("utf-8")
+        data = (
+            payload
+            if isinstance(payload, bytes)
+            else json.dumps(payload, ensure_ascii=False).encode("utf-8")
+        )
         self.client.publish(topic, data, qos=qos, retain=retain).wait_for_publish(5)
 
     def wait_for(
