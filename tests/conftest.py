@@ -1,0 +1,101 @@
+"""Fixtures every test module may use: a private broker, the sim cloud, the runtime as a real
+process, and an MQTT probe. Nothing here talks to the shared broker on 1883."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from a2a_common.clock import iso
+from sim.broker import Mosquitto
+from sim.cloud import SimCloud
+from sim.probe import MqttProbe
+from sim.processes import RuntimeProcess, write_config
+
+FIXTURES = Path(__file__).parent / "fixtures"
+DEVICE = "robot-test"
+ROOT = f"a2a/{DEVICE}"
+
+
+def fixture_json(name: str) -> Any:
+    return json.loads((FIXTURES / name).read_text(encoding="utf-8"))
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[Mosquitto]:
+    server = Mosquitto(tmp_path / "broker")
+    server.start()
+    yield server
+    server.kill()
+
+
+@pytest.fixture
+def cloud() -> Iterator[SimCloud]:
+    server = SimCloud().start()
+    yield server
+    server.stop()
+
+
+def runtime_config(tmp_path: Path, broker: Mosquitto, cloud_url: str,
+                   **sections: dict[str, Any]) -> Path:
+    values: dict[str, Any] = {
+        "device_id": DEVICE,
+        "state_dir": str(tmp_path / "state"),
+        "mqtt": {"port": broker.port, "reconnect_min_s": 0.5, "reconnect_max_s": 1},
+        "cloud": {"base_url": cloud_url, "turn_deadline_s": 2.0},
+        "log": {"level": "DEBUG"},
+    }
+    for name, table in sections.items():
+        values[name] = {**values.get(name, {}), **table}
+    return write_config(tmp_path / "config.toml", values)
+
+
+RuntimeFactory = Callable[..., RuntimeProcess]
+
+
+def wait_online(port: int, since: str, timeout_s: float = 15.0) -> None:
+    """Until the runtime started after `since` says `online` (it has subscribed by then)."""
+    watcher = MqttProbe(port, [f"{ROOT}/runtime/status"])
+    try:
+        watcher.wait_for(
+            f"{ROOT}/runtime/status",
+            lambda b: b.get("state") == "online" and b.get("started_at", "") >= since,
+            timeout_s=timeout_s,
+        )
+    finally:
+        watcher.close()
+
+
+@pytest.fixture
+def runtime_factory(
+    tmp_path: Path, broker: Mosquitto, cloud: SimCloud
+) -> Iterator[RuntimeFactory]:
+    """Start `a2a-edge run` against this test's broker and cloud; sections override config."""
+    started: list[RuntimeProcess] = []
+
+    def start(*, cloud_url: str | None = None, wait_ready: bool = True,
+              **sections: dict[str, Any]) -> RuntimeProcess:
+        config = runtime_config(tmp_path, broker, cloud_url or cloud.url, **sections)
+        proc = RuntimeProcess(config, tmp_path)
+        started.append(proc)
+        since = iso(datetime.now(UTC) - timedelta(seconds=1))
+        proc.start(wait_ready=wait_ready)
+        if wait_ready:
+            wait_online(broker.port, since)
+        return proc
+
+    yield start
+    for proc in started:
+        proc.close()
+
+
+@pytest.fixture
+def probe(broker: Mosquitto) -> Iterator[MqttProbe]:
+    client = MqttProbe(broker.port, [f"{ROOT}/#"])
+    yield client
+    client.close()

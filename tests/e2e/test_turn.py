@@ -1,0 +1,183 @@
+"""One turn through the real process: Mosquitto, the sim cloud over HTTP, the SQLite file."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+from conftest import ROOT, RuntimeFactory
+from sim.broker import Mosquitto, free_port
+from sim.cloud import SimCloud
+from sim.probe import MqttProbe
+
+TURN_REQ = f"{ROOT}/turn/request"
+TURN_RESP = f"{ROOT}/turn/response"
+ERRORS = f"{ROOT}/runtime/error"
+STATUS = f"{ROOT}/runtime/status"
+
+
+def rows(tmp_path: Path, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    conn = sqlite3.connect(f"file:{tmp_path / 'state' / 'state.db'}?mode=ro", uri=True)
+    try:
+        return conn.execute(sql, params).fetchall()
+    finally:
+        conn.close()
+
+
+def ask(probe: MqttProbe, turn_id: str, text: str, **extra: Any) -> Any:
+    probe.publish(TURN_REQ, {"turn_id": turn_id, "recognized_text": text, **extra})
+    return probe.wait_for(TURN_RESP, lambda b: b.get("turn_id") == turn_id)
+
+
+def test_turn_end_to_end(
+    tmp_path: Path, runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe
+) -> None:
+    runtime_factory()
+    probe.wait_for(STATUS, lambda b: b.get("state") == "online")
+    probe.publish(f"{ROOT}/device/context", {"current_room": "거실", "battery": 82}, retain=True)
+
+    first = ask(probe, "t-1", "안녕", session_id="session-abc")
+    assert first["status"] == "ok"
+    assert first["route_family"] == "DEF"
+    assert first["assistant_text"] == "안녕하세요! 무엇을 도와드릴까요?"
+    assert first["workflow_ids"] == []
+    second = ask(probe, "t-2", "오늘 날씨 어때?", device_context={"battery": 50})
+    assert second["status"] == "ok"
+
+    bodies = [r["body"] for r in cloud.requests("/v1/a2a/turn")]
+    assert len(bodies) == 2
+    body = bodies[1]
+    assert body["device_id"] == "robot-test"
+    assert body["recognized_text"] == "오늘 날씨 어때?"
+    assert body["device_context"] == {"current_room": "거실", "battery": 50}
+    voice = body["voice_context"]
+    assert voice["recognized_text"] == "오늘 날씨 어때?"
+    assert voice["session_id"] == "session-abc"  # kept: well within session_idle_s
+    assert voice["last_route"] == "DEF"
+    snapshot = voice["memory_snapshot"]
+    assert set(snapshot) == {"source", "short_term", "mid_term", "long_term", "sync"}
+    assert snapshot["source"] == "ondevice_cache"
+    assert snapshot["short_term"] == {
+        "recent_pairs": [
+            {"user": "안녕", "assistant": "안녕하세요! 무엇을 도와드릴까요?", "route_family": "DEF"}
+        ],
+        "session_summary": "",
+    }
+    assert snapshot["mid_term"] == {"daily_summaries": [], "weekly_digest": ""}
+    assert snapshot["long_term"] == {"profile_items": []}
+    assert snapshot["sync"] == {"cursor": "cur-1", "version": "v1"}  # adopted from turn 1
+    assert len(json.dumps(snapshot, ensure_ascii=False, separators=(",", ":"))) <= 4096
+
+    pairs = rows(tmp_path, "SELECT turn_id, user_text, status FROM pairs ORDER BY created_at")
+    assert pairs == [("t-1", "안녕", "ok"), ("t-2", "오늘 날씨 어때?", "ok")]
+    # each reply's row leaves the outbox once the broker PUBACKs it
+    assert _wait(lambda: rows(tmp_path, "SELECT count(*) FROM mqtt_outbox") == [(0,)], 5.0)
+
+
+def test_bad_input_is_refused_and_runtime_keeps_answering(
+    tmp_path: Path, runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe
+) -> None:
+    runtime_factory()
+    probe.wait_for(STATUS, lambda b: b.get("state") == "online")
+    probe.publish(TURN_REQ, b"{not json")
+    probe.publish(TURN_REQ, b"x" * (1024 * 1024))
+    probe.publish(TURN_REQ, {"turn_id": "t-missing"})
+    probe.publish(TURN_REQ, {"turn_id": 7, "recognized_text": "숫자 id"})
+    probe.publish(TURN_REQ, b"[1, 2]")
+
+    def refusal(word: str) -> Any:
+        return probe.wait_for(ERRORS, lambda b: b.get("error") == word)
+
+    garbage = refusal("invalid_json")
+    assert garbage["topic"] == TURN_REQ and garbage["detail"] and garbage["ts"]
+    assert "65536" in refusal("payload_too_large")["detail"]
+    assert "recognized_text" in refusal("missing_field")["detail"]
+    assert "turn_id" in refusal("invalid_field")["detail"]
+    refusal("not_an_object")
+
+    reply = ask(probe, "t-after", "안녕")
+    assert reply["status"] == "ok"
+    assert rows(tmp_path, "SELECT turn_id FROM pairs") == [("t-after",)]
+    assert len(cloud.requests("/v1/a2a/turn")) == 1
+
+
+def test_redelivered_turn_is_applied_once(
+    tmp_path: Path, runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe
+) -> None:
+    runtime_factory()
+    ask(probe, "t-dup", "안녕")
+    ask(probe, "t-next", "안녕")  # ordered after any second answer to t-dup
+    probe.publish(TURN_REQ, {"turn_id": "t-dup", "recognized_text": "안녕"})
+    ask(probe, "t-last", "안녕")
+    assert len(probe.messages(TURN_RESP)) == 3
+    assert len(cloud.requests("/v1/a2a/turn")) == 3
+    assert rows(tmp_path, "SELECT count(*) FROM pairs WHERE turn_id = 't-dup'") == [(1,)]
+
+
+def test_cloud_down_answers_offline_and_keeps_the_utterance(
+    tmp_path: Path, runtime_factory: RuntimeFactory, probe: MqttProbe
+) -> None:
+    runtime_factory(cloud_url=f"http://127.0.0.1:{free_port()}", cloud={"turn_deadline_s": 1.0})
+    reply = ask(probe, "t-off", "거실 청정해줘")
+    assert reply["status"] == "offline"
+    assert reply["error"].startswith("cloud_unavailable")
+    assert reply["assistant_text"]
+    assert rows(tmp_path, "SELECT user_text, assistant_text, status FROM pairs") == [
+        ("거실 청정해줘", "", "offline")
+    ]
+
+
+def test_cloud_garbage_answers_error_and_keeps_the_utterance(
+    tmp_path: Path, runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe
+) -> None:
+    runtime_factory()
+    cloud.set_faults(malformed=True, times=1)
+    reply = ask(probe, "t-bad", "안녕")
+    assert reply["status"] == "error"
+    assert "not JSON" in reply["error"]
+    cloud.set_faults(status=400, times=1)
+    assert ask(probe, "t-400", "안녕")["status"] == "error"
+    assert len(cloud.requests("/v1/a2a/turn")) == 2  # a 4xx is not retried
+    assert rows(tmp_path, "SELECT turn_id, status FROM pairs ORDER BY created_at") == [
+        ("t-bad", "error"),
+        ("t-400", "error"),
+    ]
+
+
+def test_cloud_5xx_is_retried_within_the_deadline(
+    runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe
+) -> None:
+    runtime_factory()
+    cloud.set_faults(status=503, times=2)
+    assert ask(probe, "t-retry", "안녕")["status"] == "ok"
+    assert len(cloud.requests("/v1/a2a/turn")) == 3
+
+
+def test_reply_survives_a_broker_kill_while_pending(
+    runtime_factory: RuntimeFactory, broker: Mosquitto, cloud: SimCloud, probe: MqttProbe
+) -> None:
+    runtime = runtime_factory(cloud={"turn_deadline_s": 8.0})
+    probe.wait_for(STATUS, lambda b: b.get("state") == "online")
+    cloud.set_faults(latency_s=3.0, times=1)
+    probe.publish(TURN_REQ, {"turn_id": "t-kill", "recognized_text": "안녕"})
+    deadline_ok = _wait(lambda: len(cloud.requests("/v1/a2a/turn")) == 1, 5.0)
+    assert deadline_ok, "the turn never reached the cloud"
+    connects = probe.connects
+    broker.kill()
+    broker.start()
+    probe.wait_connected(connects + 1, timeout_s=10)
+    reply = probe.wait_for(TURN_RESP, lambda b: b.get("turn_id") == "t-kill", timeout_s=15)
+    assert reply["status"] == "ok"
+    assert "READY=1" in (runtime.notify.lines if runtime.notify else [])
+
+
+def _wait(condition: Any, timeout_s: float) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.02)
+    return False
