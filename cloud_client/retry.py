@@ -19,7 +19,7 @@ def retrying(
     """Retry CloudTransient until `within_s` has passed or `max_attempts` were made."""
     return AsyncRetrying(
         retry=retry_if_exception_type(CloudTransient),
-        wait=wait_exponential_jitter(initial=initial_s, max=max_wait_s),
+        wait=wait_exponential_jitter(multiplier=initial_s, max=max_wait_s, jitter=initial_s),
         stop=stop_after_delay(within_s) | stop_after_attempt(max_attempts),
         reraise=True,
     )

@@ -4,8 +4,8 @@ process, and an MQTT probe. Nothing here talks to the shared broker on 1883."""
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +41,9 @@ def cloud() -> Iterator[SimCloud]:
     server.stop()
 
 
-def runtime_config(tmp_path: Path, broker: Mosquitto, cloud_url: str,
-                   **sections: dict[str, Any]) -> Path:
+def runtime_config(
+    tmp_path: Path, broker: Mosquitto, cloud_url: str, **sections: dict[str, Any]
+) -> Path:
     values: dict[str, Any] = {
         "device_id": DEVICE,
         "state_dir": str(tmp_path / "state"),
@@ -72,14 +73,13 @@ def wait_online(port: int, since: str, timeout_s: float = 15.0) -> None:
 
 
 @pytest.fixture
-def runtime_factory(
-    tmp_path: Path, broker: Mosquitto, cloud: SimCloud
-) -> Iterator[RuntimeFactory]:
+def runtime_factory(tmp_path: Path, broker: Mosquitto, cloud: SimCloud) -> Iterator[RuntimeFactory]:
     """Start `a2a-edge run` against this test's broker and cloud; sections override config."""
     started: list[RuntimeProcess] = []
 
-    def start(*, cloud_url: str | None = None, wait_ready: bool = True,
-              **sections: dict[str, Any]) -> RuntimeProcess:
+    def start(
+        *, cloud_url: str | None = None, wait_ready: bool = True, **sections: dict[str, Any]
+    ) -> RuntimeProcess:
         config = runtime_config(tmp_path, broker, cloud_url or cloud.url, **sections)
         proc = RuntimeProcess(config, tmp_path)
         started.append(proc)

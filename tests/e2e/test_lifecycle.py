@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from conftest import ROOT, RuntimeFactory, runtime_config
+
 from sim.broker import Mosquitto
 from sim.cloud import SimCloud
 from sim.probe import MqttProbe
@@ -18,7 +19,10 @@ STATUS = f"{ROOT}/runtime/status"
 def a2a_edge(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "edge", *args],
-        capture_output=True, text=True, timeout=30, env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env=env,
     )
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from conftest import ROOT, RuntimeFactory
+
 from sim.broker import Mosquitto, free_port
 from sim.cloud import SimCloud
 from sim.probe import MqttProbe

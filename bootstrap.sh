@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# One entry point for a fresh Debian/Ubuntu machine with Python 3.11+:
+#   ./bootstrap.sh demo   set up, then run `a2a-edge demo`
+#   ./bootstrap.sh test   set up, then ruff, mypy --strict and the whole pytest suite
+# Set-up = a virtualenv in .venv with the package and its dev tools, and Mosquitto (installed
+# with apt-get when missing and we are root; otherwise we stop and say what to install).
+set -euo pipefail
+cd "$(dirname "$0")"
+
+die() { echo "bootstrap: $*" >&2; exit 1; }
+is_root() { [ "$(id -u)" = 0 ]; }
+apt_install() {
+    is_root || die "missing $*: install it with 'sudo apt-get install -y $*' and run again"
+    command -v apt-get >/dev/null || die "missing $* and no apt-get here: install $* yourself"
+    if [ -z "${APT_UPDATED:-}" ]; then
+        DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
+        APT_UPDATED=1
+    fi
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+find_python() {
+    for candidate in python3.13 python3.12 python3.11 python3; do
+        if command -v "$candidate" >/dev/null &&
+            "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+            echo "$candidate"
+            return
+        fi
+    done
+    die "Python 3.11 or newer is needed (apt-get install python3)"
+}
+
+ensure_mosquitto() {
+    if command -v mosquitto >/dev/null || [ -x /usr/sbin/mosquitto ]; then return; fi
+    echo "bootstrap: installing mosquitto" >&2
+    apt_install mosquitto
+}
+
+ensure_venv() {
+    local py stamp want
+    py=$(find_python)
+    if [ ! -x .venv/bin/python ]; then
+        if ! "$py" -m venv .venv 2>/dev/null; then
+            rm -rf .venv
+            apt_install "python3-venv"
+            "$py" -m venv .venv || die "could not create a virtualenv with $py"
+        fi
+    fi
+    want=$(sha256sum pyproject.toml | cut -d' ' -f1)
+    stamp=.venv/.a2a-edge-installed
+    if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+        echo "bootstrap: installing a2a-edge and its dev tools into .venv" >&2
+        .venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
+        .venv/bin/python -m pip install -q -e '.[dev]' 2>&1 | grep -v "^WARNING: Location" >&2 || true
+        .venv/bin/python -c 'import edge, paho.mqtt, sqlite_utils, httpx, tenacity, pytest' \
+            || die "installing the package failed"
+        echo "$want" >"$stamp"
+    fi
+}
+
+command="${1:-}"
+case "$command" in
+    demo)
+        ensure_mosquitto
+        ensure_venv
+        exec .venv/bin/a2a-edge demo
+        ;;
+    test)
+        ensure_mosquitto
+        ensure_venv
+        export PATH="$PWD/.venv/bin:$PATH:/usr/sbin"
+        echo "== ruff" && ruff check . && ruff format --check .
+        echo "== mypy --strict" && mypy
+        echo "== pytest" && exec pytest -q "${@:2}"
+        ;;
+    *)
+        echo "usage: ./bootstrap.sh demo | test [pytest args]" >&2
+        exit 2
+        ;;
+esac

@@ -1,0 +1,64 @@
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from cache.model import SessionRow, SyncPosition
+from cache.sessions import choose_session
+from cache.update import UpdateInput, plan_update, sync_to_adopt
+
+
+@pytest.mark.parametrize(
+    ("current", "offered", "adopted"),
+    [
+        (SyncPosition("", ""), SyncPosition("cur-2", "v2"), True),
+        (SyncPosition("cur-2", "v2"), SyncPosition("cur-3", "v3"), True),
+        (SyncPosition("cur-2", "v2"), SyncPosition("cur-9", "v2"), True),
+        (SyncPosition("cur-3", "v10"), SyncPosition("cur-2", "v9"), False),
+        (SyncPosition("cur-3", "v3"), SyncPosition("cur-x", "weird"), False),
+        (SyncPosition("cur-3", "v3"), SyncPosition("cur-3", "v3"), False),
+    ],
+)
+def test_sync_never_moves_backwards(
+    current: SyncPosition, offered: SyncPosition, adopted: bool
+) -> None:
+    assert (sync_to_adopt(current, offered) == offered) is adopted
+
+
+def test_seed_update_fills_the_assistant_text_and_keeps_the_summary() -> None:
+    update = UpdateInput(
+        reply_text="네, 기억해 둘게요.",
+        route_family="DEF",
+        pair_assistant_text="",
+        pair_route_family="DEF",
+        last_route="DEF",
+        session_summary="",
+        sync=SyncPosition("cur-2", "v2"),
+    )
+    changes = plan_update(update, SyncPosition("cur-1", "v1"), frozenset())
+    assert changes.assistant_text == "네, 기억해 둘게요."
+    assert changes.route_family == "DEF"
+    assert changes.last_route == "DEF"
+    assert changes.session_summary is None  # empty keeps the stored one
+    assert changes.sync == SyncPosition("cur-2", "v2")
+
+
+def test_workflow_ids_only_when_accepted() -> None:
+    update = UpdateInput(
+        reply_text="x", route_family="ODL", pair_workflow_id="wf-1", active_workflow_id="wf-1"
+    )
+    refused = plan_update(update, SyncPosition(), frozenset())
+    assert refused.workflow_id == "" and refused.active_workflow_id is None
+    taken = plan_update(update, SyncPosition(), frozenset({"wf-1"}))
+    assert taken.workflow_id == "wf-1" and taken.active_workflow_id == "wf-1"
+
+
+def test_sessions_follow_the_request_then_idle_time() -> None:
+    now = datetime(2026, 6, 24, 20, 0, tzinfo=UTC)
+    recent = SessionRow("session-a", (now - timedelta(seconds=100)).isoformat())
+    stale = SessionRow("session-a", (now - timedelta(seconds=2000)).isoformat())
+    assert choose_session("session-x", recent, now, 1800, "session-new") == "session-x"
+    assert choose_session(None, recent, now, 1800, "session-new") == "session-a"
+    assert choose_session(None, stale, now, 1800, "session-new") == "session-new"
+    assert choose_session(None, None, now, 1800, "session-new") == "session-new"

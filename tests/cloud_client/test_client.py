@@ -1,0 +1,114 @@
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+from cloud_client.client import CloudClient
+from cloud_client.errors import CloudBadResponse, CloudRejected, CloudUnavailable
+from cloud_client.models import TurnRequest, VoiceContext
+from sim.cloud import turn_response
+
+
+def request() -> TurnRequest:
+    return TurnRequest(
+        request_id="req-1",
+        device_id="robot-1",
+        recognized_text="안녕",
+        voice_context=VoiceContext(
+            recognized_text="안녕",
+            session_id="s",
+            last_route="",
+            active_workflow_id="",
+            memory_snapshot={},
+        ),
+        device_context={},
+    )
+
+
+def client(handler: Any) -> tuple[CloudClient, list[httpx.Request]]:
+    seen: list[httpx.Request] = []
+
+    def record(req: httpx.Request) -> httpx.Response:
+        seen.append(req)
+        result: httpx.Response = handler(req, len(seen))
+        return result
+
+    return CloudClient(
+        base_url="http://cloud.test", token="tok", transport=httpx.MockTransport(record)
+    ), seen
+
+
+def ok(req: httpx.Request, _n: int) -> httpx.Response:
+    body = json.loads(req.content)
+    return httpx.Response(200, json=turn_response(body, {"cursor": "c", "version": "v1"}))
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def test_turn_ok_sends_utf8_json_and_the_token() -> None:
+    cloud, seen = client(ok)
+    response = run(cloud.turn(request(), deadline_s=2))
+    assert response.route_family == "DEF"
+    assert response.memory_update is not None
+    assert seen[0].headers["authorization"] == "Bearer tok"
+    assert "안녕".encode() in seen[0].content  # not \uXXXX escapes
+
+
+def test_5xx_and_429_are_retried() -> None:
+    def flaky(req: httpx.Request, n: int) -> httpx.Response:
+        return httpx.Response(503 if n == 1 else 429) if n < 3 else ok(req, n)
+
+    cloud, seen = client(flaky)
+    assert run(cloud.turn(request(), deadline_s=4)).route_family == "DEF"
+    assert len(seen) == 3
+
+
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 422])
+def test_other_4xx_are_not_retried(status: int) -> None:
+    cloud, seen = client(lambda _r, _n: httpx.Response(status, json={"error": "no"}))
+    with pytest.raises(CloudRejected) as info:
+        run(cloud.turn(request(), deadline_s=2))
+    assert info.value.status == status
+    assert len(seen) == 1
+
+
+def test_connect_errors_become_unavailable_within_the_deadline() -> None:
+    def down(req: httpx.Request, _n: int) -> httpx.Response:
+        raise httpx.ConnectError("refused", request=req)
+
+    cloud, seen = client(down)
+    with pytest.raises(CloudUnavailable):
+        run(cloud.turn(request(), deadline_s=0.5))
+    assert len(seen) >= 2
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"not json",
+        b'{"request_id": "req-1"}',
+        b'["a"]',
+        b'{"request_id": "other", "route_family": "DEF", "assistant_text": "x"}',
+    ],
+)
+def test_bad_bodies_are_bad_responses(body: bytes) -> None:
+    cloud, _ = client(lambda _r, _n: httpx.Response(200, content=body))
+    with pytest.raises(CloudBadResponse):
+        run(cloud.turn(request(), deadline_s=2))
+
+
+def test_unknown_fields_are_kept() -> None:
+    def extra(req: httpx.Request, n: int) -> httpx.Response:
+        body = json.loads(ok(req, n).content)
+        body["planner_trace"] = {"took_ms": 12}
+        return httpx.Response(200, json=body)
+
+    cloud, _ = client(extra)
+    response = run(cloud.turn(request(), deadline_s=2))
+    assert response.model_extra == {"planner_trace": {"took_ms": 12}}

@@ -1,0 +1,67 @@
+"""The durable MQTT outbox against a real SQLite file; the wire is a recording stand-in for
+paho (the e2e tests cover the real broker)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from a2a_common.clock import ManualClock
+from a2a_common.sqlite import open_state_db
+from edge.outbound import DurableOutbox, InboxDedupe
+from edge.schema import MIGRATIONS
+
+
+class RecordingWire:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, bytes, int, bool]] = []
+
+    def publish(self, topic: str, payload: bytes, *, qos: int = 1, retain: bool = False) -> int:
+        self.sent.append((topic, payload, qos, retain))
+        return len(self.sent)
+
+
+def test_rows_live_until_puback_and_are_resent_after_restart(tmp_path: Path) -> None:
+    path = tmp_path / "state.db"
+    db = open_state_db(path, MIGRATIONS)
+    outbox = DurableOutbox(db=db, clock=ManualClock())
+    wire = RecordingWire()
+    outbox.attach(wire)
+    with db.atomic():
+        outbox.enqueue("a/b", {"text": "안방"})
+        outbox.enqueue("a/c", {"n": 2}, retain=True)
+    assert outbox.flush() == 2
+    assert outbox.flush() == 0  # handed once per process
+    assert wire.sent[0] == ("a/b", '{"text":"안방"}'.encode(), 1, False)
+    outbox.on_published(1)
+    assert outbox.pending() == 1
+    db.close()
+
+    db = open_state_db(path, MIGRATIONS)  # a restart: the un-acked row goes again
+    again = DurableOutbox(db=db, clock=ManualClock())
+    wire2 = RecordingWire()
+    again.attach(wire2)
+    assert again.flush() == 1
+    assert wire2.sent == [("a/c", b'{"n":2}', 1, True)]
+    db.close()
+
+
+def test_rolled_back_change_sends_nothing(tmp_path: Path) -> None:
+    db = open_state_db(tmp_path / "state.db", MIGRATIONS)
+    outbox = DurableOutbox(db=db, clock=ManualClock())
+    outbox.attach(RecordingWire())
+    with pytest.raises(RuntimeError), db.atomic():
+        outbox.enqueue("a/b", {"x": 1})
+        raise RuntimeError("the state change failed")
+    assert outbox.pending() == 0
+    assert outbox.flush() == 0
+
+
+def test_dedupe_marks_inside_the_transaction(tmp_path: Path) -> None:
+    db = open_state_db(tmp_path / "state.db", MIGRATIONS)
+    dedupe = InboxDedupe(db=db, clock=ManualClock())
+    assert not dedupe.seen("turn:1")
+    with db.atomic():
+        dedupe.mark("turn:1", "a/turn/request")
+    assert dedupe.seen("turn:1")
