@@ -51,9 +51,10 @@ ensure_venv() {
     if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
         echo "bootstrap: installing a2a-edge and its dev tools into .venv" >&2
         .venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
-        .venv/bin/python -m pip install -q -e '.[dev]' 2>&1 | grep -v "^WARNING: Location" >&2 || true
-        .venv/bin/python -c 'import edge, paho.mqtt, sqlite_utils, httpx, tenacity, pytest' \
-            || die "installing the package failed"
+        if ! .venv/bin/python -m pip install -q -e '.[dev]' >.venv/pip-install.log 2>&1; then
+            grep -v "^WARNING: Location" .venv/pip-install.log | tail -n 20 >&2
+            die "installing the package failed (full log: .venv/pip-install.log)"
+        fi
         echo "$want" >"$stamp"
     fi
 }
