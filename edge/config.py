@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -57,11 +58,33 @@ class CloudSettings(_Section):
     verify_tls: bool = True
 
 
+class PromotionSettings(_Section):
+    min_mentions: int = Field(3, ge=1, le=1000)
+    min_days: int = Field(3, ge=1, le=365)
+    auto_confirm_days: int = Field(7, ge=1, le=3650)
+
+
 class MemorySettings(_Section):
-    snapshot_budget_bytes: int = Field(4096, ge=512, le=1048576)
+    snapshot_budget_bytes: int = Field(4096, ge=256, le=1048576)
     recent_pairs: int = Field(6, ge=0, le=100)
     session_idle_s: int = Field(1800, ge=1)
     retention_days: int = Field(30, ge=1)
+    timezone: str = "Asia/Seoul"
+    promotion: PromotionSettings = PromotionSettings()
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise ValueError(f"unknown IANA time zone {value!r}") from exc
+        return value
+
+
+class PrivacySettings(_Section):
+    sensitive_categories: list[str] = ["health", "vital", "home_layout", "contact"]
+    consented_categories: list[str] = []
 
 
 class SyncSettings(_Section):
@@ -90,6 +113,7 @@ class Settings(_Section):
     cloud: CloudSettings = CloudSettings()
     memory: MemorySettings = MemorySettings()
     sync: SyncSettings = SyncSettings()
+    privacy: PrivacySettings = PrivacySettings()
     storage: StorageSettings = StorageSettings()
     log: LogSettings = LogSettings()
 
@@ -128,15 +152,14 @@ def _apply_env(data: dict[str, Any], environ: Mapping[str, str]) -> None:
         if not name.startswith(ENV_PREFIX):
             continue
         path = name[len(ENV_PREFIX) :].lower().split("__")
-        if len(path) > 2 or not all(path):
+        if len(path) > 3 or not all(path):
             raise ConfigError(".".join(path) or name, f"environment variable {name} is malformed")
-        if len(path) == 1:
-            data[path[0]] = _env_value(raw)
-            continue
-        section = data.setdefault(path[0], {})
-        if not isinstance(section, dict):
-            raise ConfigError(path[0], "must be a table")
-        section[path[1]] = _env_value(raw)
+        table = data
+        for depth, part in enumerate(path[:-1]):
+            table = table.setdefault(part, {})
+            if not isinstance(table, dict):
+                raise ConfigError(".".join(path[: depth + 1]), "must be a table")
+        table[path[-1]] = _env_value(raw)
 
 
 def _first_error(exc: ValidationError) -> ConfigError:
