@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 
 @dataclass(frozen=True)
@@ -50,3 +50,36 @@ class CacheView:
 class SessionRow:
     session_id: str
     last_turn_at: str  # ISO instant
+
+
+EvidenceKind = Literal["mention", "suggestion_accepted"]
+ItemStatus = Literal["candidate", "suggestable", "confirmed", "revoked"]
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One turn's support for a profile key/value (a `source candidate`)."""
+
+    candidate_id: str
+    pair_id: str
+    session_id: str
+    day: str  # local calendar day, YYYY-MM-DD
+    kind: EvidenceKind
+
+
+@dataclass(frozen=True)
+class CandidateIn:
+    """A profile candidate as offered (by the planner or the device's own observation)."""
+
+    key: str
+    value: Any
+    category: str | None = None
+    confidence: float | None = None
+    evidence_kind: EvidenceKind = "mention"
+
+
+@dataclass(frozen=True)
+class PromotionPolicy:
+    min_mentions: int = 3
+    min_days: int = 3
+    auto_confirm_days: int = 7

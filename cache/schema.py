@@ -45,4 +45,65 @@ def _v1(db: sqlite_utils.Database) -> None:
     db.execute("INSERT INTO sync_position (id, cursor, version) VALUES (1, '', '')")
 
 
-MIGRATIONS = [Migration("cache_0001_pairs_sessions_state", _v1)]
+def _v2(db: sqlite_utils.Database) -> None:
+    """Every tier of SPEC §5.1 with provenance (JSON arrays of ids)."""
+    db.execute("ALTER TABLE pairs ADD COLUMN expire_at TEXT")
+    db.execute("ALTER TABLE pairs ADD COLUMN synced INTEGER NOT NULL DEFAULT 0")
+    db.execute(
+        """CREATE TABLE daily_summaries (
+            summary_id TEXT PRIMARY KEY,
+            day TEXT NOT NULL UNIQUE,
+            summary TEXT NOT NULL,
+            source_session_ids TEXT NOT NULL DEFAULT '[]',
+            expire_at TEXT,
+            updated_at TEXT NOT NULL)"""
+    )
+    db.execute(
+        """CREATE TABLE weekly_digests (
+            digest_id TEXT PRIMARY KEY,
+            week TEXT NOT NULL UNIQUE,
+            digest TEXT NOT NULL,
+            source_summary_ids TEXT NOT NULL DEFAULT '[]',
+            expire_at TEXT,
+            updated_at TEXT NOT NULL)"""
+    )
+    db.execute(
+        """CREATE TABLE profile_items (
+            item_id TEXT PRIMARY KEY,
+            key TEXT NOT NULL,
+            value TEXT NOT NULL,
+            category TEXT,
+            confidence REAL,
+            relevance_score REAL NOT NULL DEFAULT 0.5,
+            status TEXT NOT NULL DEFAULT 'candidate'
+                CHECK (status IN ('candidate', 'suggestable', 'confirmed', 'revoked')),
+            expire_at TEXT,
+            sensitive INTEGER NOT NULL DEFAULT 0,
+            source_candidate_ids TEXT NOT NULL DEFAULT '[]',
+            source_summary_ids TEXT NOT NULL DEFAULT '[]',
+            source_session_ids TEXT NOT NULL DEFAULT '[]',
+            source_pair_ids TEXT NOT NULL DEFAULT '[]',
+            origin TEXT NOT NULL DEFAULT 'device',
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            UNIQUE (key, value))"""
+    )
+    db.execute("CREATE INDEX profile_snapshot ON profile_items (status, relevance_score DESC, key)")
+    db.execute(
+        """CREATE TABLE profile_evidence (
+            candidate_id TEXT PRIMARY KEY,
+            item_id TEXT NOT NULL REFERENCES profile_items (item_id) ON DELETE CASCADE,
+            pair_id TEXT NOT NULL,
+            session_id TEXT NOT NULL,
+            day TEXT NOT NULL,
+            kind TEXT NOT NULL CHECK (kind IN ('mention', 'suggestion_accepted')),
+            source TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            UNIQUE (item_id, pair_id))"""
+    )
+
+
+MIGRATIONS = [
+    Migration("cache_0001_pairs_sessions_state", _v1),
+    Migration("cache_0002_tiers_profile_provenance", _v2),
+]

@@ -15,8 +15,9 @@ import sqlite_utils
 
 from a2a_common import jsonx
 from a2a_common.clock import iso
+from a2a_common.writes import SyncWrite
 from cache.errors import CacheError
-from cache.model import CacheView, PairView, SessionRow, SyncPosition
+from cache.model import SessionRow, SyncPosition
 from cache.update import UpdateChanges
 
 
@@ -89,6 +90,16 @@ class CacheStore:
             [status, assistant_text, route_family, workflow_id, iso(now), pair_id],
         )
 
+    def pair_write(self, pair_id: str) -> SyncWrite:
+        """The `short_term_pair` sync write of a closed pair."""
+        cursor = self._db.execute(
+            "SELECT pair_id, turn_id, session_id, user_text, assistant_text, route_family,"
+            " workflow_id, status, created_at FROM pairs WHERE pair_id = ?",
+            [pair_id],
+        )
+        names = [d[0] for d in cursor.description]
+        return SyncWrite("short_term_pair", dict(zip(names, cursor.fetchone(), strict=True)))
+
     def apply_changes(
         self, pair_id: str, session_id: str, changes: UpdateChanges, now: datetime
     ) -> None:
@@ -130,19 +141,3 @@ class CacheStore:
     def sync_position(self) -> SyncPosition:
         row = self._one("SELECT cursor, version FROM sync_position WHERE id = 1")
         return SyncPosition(row[0], row[1]) if row else SyncPosition()
-
-    # --- the snapshot's view ------------------------------------------------------------------
-    def view(self, *, session_id: str, recent_pairs: int) -> CacheView:
-        """Bounded reads: the newest `recent_pairs` answered pairs and the session summary."""
-        rows = self._db.execute(
-            "SELECT user_text, assistant_text, route_family FROM pairs"
-            " WHERE status != 'pending' ORDER BY created_at DESC, pair_id DESC LIMIT ?",
-            [recent_pairs],
-        ).fetchall()
-        pairs = tuple(PairView(r[0], r[1], r[2]) for r in reversed(rows))
-        summary = self._one("SELECT summary FROM sessions WHERE session_id = ?", [session_id])
-        return CacheView(
-            recent_pairs=pairs,
-            session_summary=summary[0] if summary else "",
-            sync=self.sync_position(),
-        )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from cache.model import SyncPosition
+from cache.model import CandidateIn, SyncPosition
 
 _VERSION = re.compile(r"^v(\d+)$")
 
@@ -23,6 +23,7 @@ class UpdateInput:
     session_summary: str = ""
     active_workflow_id: str = ""
     sync: SyncPosition | None = None
+    profile_candidates: tuple[CandidateIn, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,7 @@ class UpdateChanges:
     session_summary: str | None
     active_workflow_id: str | None
     sync: SyncPosition | None
+    profile_candidates: tuple[CandidateIn, ...] = ()
 
 
 def version_number(version: str) -> int | None:
@@ -71,4 +73,5 @@ def plan_update(
         session_summary=update.session_summary or None,
         active_workflow_id=active if active and active in accepted_workflow_ids else None,
         sync=sync_to_adopt(current_sync, update.sync),
+        profile_candidates=update.profile_candidates,
     )

@@ -18,7 +18,7 @@ from pydantic import BaseModel
 
 from a2a_common import jsonx
 from a2a_common.clock import Clock, iso
-from cache.store import CacheStore
+from cache.memory import Memory
 from cloud_client.client import CloudClient
 from edge import __version__
 from edge.config import Settings
@@ -41,7 +41,7 @@ class Runtime:
         db: sqlite_utils.Database,
         clock: Clock,
         topics: Topics,
-        cache: CacheStore,
+        memory: Memory,
         cloud: CloudClient,
         outbox: DurableOutbox,
         turns: TurnHandler,
@@ -52,7 +52,7 @@ class Runtime:
         self._db = db
         self._clock = clock
         self._topics = topics
-        self._cache = cache
+        self._memory = memory
         self._cloud = cloud
         self._outbox = outbox
         self._turns = turns
@@ -80,7 +80,7 @@ class Runtime:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stop.set)
-        self._device_context = self._cache.state("device_context", {}) or {}
+        self._device_context = self._memory.state("device_context", {}) or {}
         interrupted = self._turns.recover()
         channel = MqttChannel(
             settings=self._settings.mqtt,
@@ -225,5 +225,5 @@ class Runtime:
         assert isinstance(parsed, DeviceContextMsg)
         context = parsed.model_dump(mode="json", exclude_none=True)
         with self._db.atomic():
-            self._cache.set_state("device_context", context)
+            self._memory.store.set_state("device_context", context)
         self._device_context = context

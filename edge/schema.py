@@ -1,9 +1,18 @@
-"""The order of every package's migrations in the one state DB. Append only."""
+"""The order of every package's migrations in the one state DB.
+
+Append only: a new migration goes at the end of this list, whichever package it belongs to,
+because `PRAGMA user_version` counts positions in it.
+"""
 
 from __future__ import annotations
 
 from a2a_common.sqlite import Migration
-from cache.schema import MIGRATIONS as CACHE
-from edge.outbound import MIGRATIONS as EDGE
+from cache import schema as cache_schema
+from edge import outbound
+from sync import outbox
 
-MIGRATIONS: list[Migration] = [*EDGE, *CACHE]
+MIGRATIONS: list[Migration] = [
+    *outbound.MIGRATIONS,  # 1 edge_0001_mqtt_outbox_inbox
+    *cache_schema.MIGRATIONS,  # 2 cache_0001, 3 cache_0002
+    *outbox.MIGRATIONS,  # 4 sync_0001_outbox
+]

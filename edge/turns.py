@@ -14,11 +14,9 @@ from typing import Any
 import sqlite_utils
 
 from a2a_common.clock import Clock
-from a2a_common.ids import new_id, new_ulid
-from cache.model import SyncPosition
-from cache.sessions import choose_session
-from cache.snapshot import build_snapshot
-from cache.store import CacheStore
+from a2a_common.ids import new_ulid
+from cache.memory import Memory
+from cache.model import CandidateIn, SyncPosition
 from cache.update import UpdateInput, plan_update
 from cloud_client.client import CloudClient
 from cloud_client.errors import CloudError, CloudUnavailable
@@ -26,6 +24,7 @@ from cloud_client.models import TurnRequest, TurnResponse, VoiceContext
 from edge.config import Settings
 from edge.outbound import DurableOutbox, InboxDedupe
 from edge.topics import Topics, TurnRequestMsg
+from sync.outbox import SyncOutbox
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +46,8 @@ class TurnHandler:
         self,
         *,
         db: sqlite_utils.Database,
-        cache: CacheStore,
+        memory: Memory,
+        sync_outbox: SyncOutbox,
         cloud: CloudClient,
         outbox: DurableOutbox,
         dedupe: InboxDedupe,
@@ -56,7 +56,8 @@ class TurnHandler:
         clock: Clock,
     ) -> None:
         self._db = db
-        self._cache = cache
+        self._memory = memory
+        self._sync = sync_outbox
         self._cloud = cloud
         self._outbox = outbox
         self._dedupe = dedupe
@@ -70,23 +71,9 @@ class TurnHandler:
         if self._dedupe.seen(key):
             log.info("turn %s is a redelivery; already taken in", msg.turn_id)
             return None
-        now = self._clock.now()
         with self._db.atomic():
-            session_id = choose_session(
-                msg.session_id,
-                self._cache.latest_session(),
-                now,
-                self._settings.memory.session_idle_s,
-                new_id("session", self._clock),
-            )
-            self._cache.touch_session(session_id, now)
-            pair_id = new_id("pair", self._clock)
-            self._cache.record_utterance(
-                pair_id=pair_id,
-                turn_id=msg.turn_id,
-                session_id=session_id,
-                text=msg.recognized_text,
-                now=now,
+            pair_id, session_id = self._memory.record_utterance(
+                turn_id=msg.turn_id, requested_session=msg.session_id, text=msg.recognized_text
             )
             self._dedupe.mark(key, self._topics.turn_request)
         merged = {**device_context, **(msg.device_context or {})}
@@ -94,11 +81,7 @@ class TurnHandler:
         return Received(msg.turn_id, pair_id, session_id, msg.recognized_text, merged)
 
     def build_request(self, turn: Received) -> TurnRequest:
-        memory = self._settings.memory
-        view = self._cache.view(session_id=turn.session_id, recent_pairs=memory.recent_pairs)
-        snapshot = build_snapshot(
-            view, self._clock.now(), memory.snapshot_budget_bytes, memory.recent_pairs
-        )
+        snapshot = self._memory.snapshot(turn.session_id)
         return TurnRequest(
             request_id=new_ulid(self._clock),
             device_id=self._settings.device_id,
@@ -106,8 +89,8 @@ class TurnHandler:
             voice_context=VoiceContext(
                 recognized_text=turn.text,
                 session_id=turn.session_id,
-                last_route=self._cache.state("last_route", ""),
-                active_workflow_id=self._cache.state("active_workflow_id", ""),
+                last_route=self._memory.state("last_route", ""),
+                active_workflow_id=self._memory.state("active_workflow_id", ""),
                 memory_snapshot=snapshot,
             ),
             device_context=turn.device_context,
@@ -141,10 +124,9 @@ class TurnHandler:
             )
         accepted: frozenset[str] = frozenset()
         update = _update_input(response)
-        changes = plan_update(update, self._cache.sync_position(), accepted)
-        now = self._clock.now()
+        changes = plan_update(update, self._memory.sync_position(), accepted)
         with self._db.atomic():
-            self._cache.apply_changes(turn.pair_id, turn.session_id, changes, now)
+            self._sync.enqueue(self._memory.apply_turn(turn.pair_id, turn.session_id, changes))
             self._outbox.enqueue(
                 self._topics.turn_response,
                 {
@@ -160,9 +142,8 @@ class TurnHandler:
 
     def close_unanswered(self, turn_id: str, pair_id: str, status: str, reason: str) -> None:
         """Answer `offline`/`error`; the utterance stays recorded as a pair without reply."""
-        now = self._clock.now()
         with self._db.atomic():
-            self._cache.close_pair(pair_id, status=status, now=now)
+            self._sync.enqueue(self._memory.close_unanswered(pair_id, status))
             self._outbox.enqueue(
                 self._topics.turn_response,
                 {
@@ -178,7 +159,7 @@ class TurnHandler:
 
     def recover(self) -> int:
         """Answer turns a previous run took in but never answered; returns how many."""
-        pending = self._cache.pending_turns()
+        pending = self._memory.store.pending_turns()
         for turn_id, pair_id in pending:
             self.close_unanswered(
                 turn_id, pair_id, "error", "interrupted: the runtime restarted mid-turn"
@@ -202,4 +183,8 @@ def _update_input(response: TurnResponse) -> UpdateInput:
         session_summary=cache_update.session_summary,
         active_workflow_id=cache_update.active_workflow_id,
         sync=SyncPosition(update.sync.cursor, update.sync.version) if update.sync else None,
+        profile_candidates=tuple(
+            CandidateIn(c.key, c.value, c.category, c.confidence, c.evidence_kind)
+            for c in update.write_candidates.profile_candidates
+        ),
     )

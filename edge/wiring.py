@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from a2a_common.clock import Clock, SystemClock
 from a2a_common.sqlite import open_state_db
-from cache.store import CacheStore
+from cache.memory import Memory, MemoryPolicy
+from cache.model import PromotionPolicy
 from cloud_client.client import CloudClient
 from edge import __version__
 from edge.config import Secrets, Settings
@@ -14,6 +15,20 @@ from edge.runtime import Runtime
 from edge.schema import MIGRATIONS
 from edge.topics import Topics
 from edge.turns import TurnHandler
+from sync.outbox import SyncOutbox
+
+
+def memory_policy(settings: Settings) -> MemoryPolicy:
+    mem = settings.memory
+    return MemoryPolicy(
+        snapshot_budget_bytes=mem.snapshot_budget_bytes,
+        recent_pairs=mem.recent_pairs,
+        session_idle_s=mem.session_idle_s,
+        timezone=mem.timezone,
+        promotion=PromotionPolicy(**mem.promotion.model_dump()),
+        sensitive_categories=frozenset(settings.privacy.sensitive_categories),
+        consented_categories=frozenset(settings.privacy.consented_categories),
+    )
 
 
 def build_runtime(
@@ -32,7 +47,7 @@ def build_runtime(
         busy_timeout_ms=settings.storage.busy_timeout_ms,
     )
     topics = Topics(settings.mqtt.topic_prefix, settings.device_id)
-    cache = CacheStore(db=db)
+    memory = Memory(db=db, clock=clock, policy=memory_policy(settings))
     outbox = DurableOutbox(db=db, clock=clock)
     cloud = CloudClient(
         base_url=settings.cloud.base_url,
@@ -44,7 +59,8 @@ def build_runtime(
     )
     turns = TurnHandler(
         db=db,
-        cache=cache,
+        memory=memory,
+        sync_outbox=SyncOutbox(db=db, clock=clock),
         cloud=cloud,
         outbox=outbox,
         dedupe=InboxDedupe(db=db, clock=clock),
@@ -57,7 +73,7 @@ def build_runtime(
         db=db,
         clock=clock,
         topics=topics,
-        cache=cache,
+        memory=memory,
         cloud=cloud,
         outbox=outbox,
         turns=turns,

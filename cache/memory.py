@@ -1,0 +1,121 @@
+"""The memory cache as the runtime uses it: one facade over pairs, sessions, tiers, profile
+items and the snapshot view. Write methods run inside the caller's transaction and return the
+sync writes they owe, for the caller to queue in that same transaction."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import sqlite_utils
+
+from a2a_common.clock import Clock
+from a2a_common.ids import new_id
+from a2a_common.writes import SyncWrite
+from cache.model import CacheView, CandidateIn, PromotionPolicy, SyncPosition
+from cache.profile import ProfileStore
+from cache.sessions import choose_session
+from cache.snapshot import Snapshot, build_snapshot
+from cache.store import CacheStore
+from cache.tiers import TierStore
+from cache.update import UpdateChanges
+from cache.view import read_view
+
+
+@dataclass(frozen=True)
+class MemoryPolicy:
+    snapshot_budget_bytes: int = 4096
+    recent_pairs: int = 6
+    session_idle_s: int = 1800
+    timezone: str = "Asia/Seoul"
+    promotion: PromotionPolicy = field(default_factory=PromotionPolicy)
+    sensitive_categories: frozenset[str] = frozenset({"health", "vital", "home_layout", "contact"})
+    consented_categories: frozenset[str] = frozenset()
+
+
+class Memory:
+    def __init__(self, *, db: sqlite_utils.Database, clock: Clock, policy: MemoryPolicy) -> None:
+        self.db = db
+        self._clock = clock
+        self.policy = policy
+        self.store = CacheStore(db=db)
+        self.profile = ProfileStore(
+            db=db,
+            clock=clock,
+            timezone=policy.timezone,
+            policy=policy.promotion,
+            sensitive_categories=policy.sensitive_categories,
+        )
+        self.tiers = TierStore(db=db, clock=clock, profile=self.profile)
+
+    # --- sessions and the turn's pair ---------------------------------------------------------
+    def session_for(self, requested: str | None, now: datetime) -> str:
+        return choose_session(
+            requested,
+            self.store.latest_session(),
+            now,
+            self.policy.session_idle_s,
+            new_id("session", self._clock),
+        )
+
+    def record_utterance(
+        self, *, turn_id: str, requested_session: str | None, text: str
+    ) -> tuple[str, str]:
+        """Open or continue the session and record the user's words; (pair_id, session_id)."""
+        now = self._clock.now()
+        session_id = self.session_for(requested_session, now)
+        self.store.touch_session(session_id, now)
+        pair_id = new_id("pair", self._clock)
+        self.store.record_utterance(
+            pair_id=pair_id, turn_id=turn_id, session_id=session_id, text=text, now=now
+        )
+        return pair_id, session_id
+
+    def apply_turn(self, pair_id: str, session_id: str, changes: UpdateChanges) -> list[SyncWrite]:
+        self.store.apply_changes(pair_id, session_id, changes, self._clock.now())
+        writes = [self.store.pair_write(pair_id)]
+        for cand in changes.profile_candidates:
+            writes += self.profile.add_evidence(
+                cand, pair_id=pair_id, session_id=session_id, source="cloud"
+            )
+        return writes
+
+    def close_unanswered(self, pair_id: str, status: str) -> list[SyncWrite]:
+        self.store.close_pair(pair_id, status=status, now=self._clock.now())
+        return [self.store.pair_write(pair_id)]
+
+    def observe(
+        self, candidates: list[CandidateIn], *, pair_id: str, session_id: str
+    ) -> list[SyncWrite]:
+        """The device's own evidence (e.g. a completed move → purify), tied to its turn's pair."""
+        writes: list[SyncWrite] = []
+        for cand in candidates:
+            writes += self.profile.add_evidence(
+                cand, pair_id=pair_id, session_id=session_id, source="device"
+            )
+        return writes
+
+    # --- the snapshot -------------------------------------------------------------------------
+    def view(self, session_id: str | None) -> CacheView:
+        return read_view(
+            self.db,
+            session_id=session_id,
+            now=self._clock.now(),
+            recent_pairs=self.policy.recent_pairs,
+            consented=self.policy.consented_categories,
+        )
+
+    def snapshot(self, session_id: str | None) -> Snapshot:
+        return build_snapshot(
+            self.view(session_id),
+            self._clock.now(),
+            self.policy.snapshot_budget_bytes,
+            self.policy.recent_pairs,
+        )
+
+    def sync_position(self) -> SyncPosition:
+        return self.store.sync_position()
+
+    def state(self, key: str, default: Any = None) -> Any:
+        return self.store.state(key, default)

@@ -1,0 +1,241 @@
+"""Profile items and their evidence: the shell around `promotion.next_status`.
+
+Items are unique by (key, canonical JSON value). Confirming one value of a key demotes any other
+confirmed value of that key back to `candidate` (its evidence is kept), so a key has at most one
+confirmed value. Methods run inside the caller's transaction and return the sync writes owed.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import sqlite_utils
+
+from a2a_common import jsonx
+from a2a_common.clock import Clock, iso
+from a2a_common.ids import new_id
+from a2a_common.writes import SyncWrite
+from cache.model import CandidateIn, Evidence, ItemStatus, PromotionPolicy
+from cache.promotion import next_status
+
+_ITEM_COLUMNS = (
+    "item_id, key, value, category, confidence, relevance_score, status, expire_at, sensitive,"
+    " source_candidate_ids, source_summary_ids, source_session_ids, source_pair_ids, origin"
+)
+
+
+def value_key(value: Any) -> str:
+    """The canonical text a value is stored and compared as."""
+    return jsonx.canonical(value).decode("utf-8")
+
+
+def item_json(row: dict[str, Any]) -> dict[str, Any]:
+    """An item as the sync payload carries it (value decoded, id lists as lists)."""
+    out = dict(row)
+    out["value"] = json.loads(row["value"])
+    for name in (
+        "source_candidate_ids",
+        "source_summary_ids",
+        "source_session_ids",
+        "source_pair_ids",
+    ):
+        out[name] = json.loads(row[name])
+    out["sensitive"] = bool(row["sensitive"])
+    return out
+
+
+class ProfileStore:
+    def __init__(
+        self,
+        *,
+        db: sqlite_utils.Database,
+        clock: Clock,
+        timezone: str,
+        policy: PromotionPolicy,
+        sensitive_categories: frozenset[str],
+    ) -> None:
+        self._db = db
+        self._clock = clock
+        self._zone = ZoneInfo(timezone)
+        self._policy = policy
+        self._sensitive = sensitive_categories
+
+    def local_day(self, when: datetime) -> str:
+        return when.astimezone(self._zone).date().isoformat()
+
+    def item(self, key: str, value: Any) -> dict[str, Any] | None:
+        cursor = self._db.execute(
+            f"SELECT {_ITEM_COLUMNS} FROM profile_items WHERE key = ? AND value = ?",
+            [key, value_key(value)],
+        )
+        row = cursor.fetchone()
+        if row is None:
+            return None
+        return dict(zip([d[0] for d in cursor.description], row, strict=True))
+
+    def items(self, key: str | None = None) -> list[dict[str, Any]]:
+        sql = f"SELECT {_ITEM_COLUMNS} FROM profile_items"
+        params: list[Any] = []
+        if key is not None:
+            sql += " WHERE key = ?"
+            params.append(key)
+        cursor = self._db.execute(sql + " ORDER BY key, item_id", params)
+        names = [d[0] for d in cursor.description]
+        return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+
+    def evidence(self, item_id: str) -> list[Evidence]:
+        rows = self._db.execute(
+            "SELECT candidate_id, pair_id, session_id, day, kind FROM profile_evidence"
+            " WHERE item_id = ? ORDER BY created_at, candidate_id",
+            [item_id],
+        ).fetchall()
+        return [Evidence(*row) for row in rows]
+
+    def _ensure_item(self, cand: CandidateIn, now: datetime) -> dict[str, Any]:
+        found = self.item(cand.key, cand.value)
+        if found is not None:
+            return found
+        self._db.execute(
+            "INSERT INTO profile_items (item_id, key, value, category, confidence,"
+            " relevance_score, sensitive, created_at, updated_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                new_id("profile", self._clock),
+                cand.key,
+                value_key(cand.value),
+                cand.category,
+                cand.confidence,
+                cand.confidence if cand.confidence is not None else 0.5,
+                int((cand.category or "") in self._sensitive),
+                iso(now),
+                iso(now),
+            ],
+        )
+        created = self.item(cand.key, cand.value)
+        assert created is not None
+        return created
+
+    def add_evidence(
+        self, cand: CandidateIn, *, pair_id: str, session_id: str, source: str
+    ) -> list[SyncWrite]:
+        """Count one turn's evidence; promote; return the sync writes the change owes."""
+        now = self._clock.now()
+        item = self._ensure_item(cand, now)
+        if not self._record(item["item_id"], cand, pair_id, session_id, source, now):
+            return []
+        evidence = self.evidence(item["item_id"])
+        status = next_status(item["status"], evidence, cand.evidence_kind, self._policy)
+        confidence = max(
+            (c for c in (item["confidence"], cand.confidence) if c is not None), default=None
+        )
+        sessions = sorted({e.session_id for e in evidence})
+        self._db.execute(
+            "UPDATE profile_items SET status = ?, confidence = ?, category = coalesce(category, ?),"
+            " source_candidate_ids = ?, source_pair_ids = ?, source_session_ids = ?,"
+            " updated_at = ? WHERE item_id = ?",
+            [
+                status,
+                confidence,
+                cand.category,
+                jsonx.dumps([e.candidate_id for e in evidence]),
+                jsonx.dumps([e.pair_id for e in evidence]),
+                jsonx.dumps(sessions),
+                iso(now),
+                item["item_id"],
+            ],
+        )
+        updated = self.item(cand.key, cand.value)
+        assert updated is not None
+        payload = item_json(updated) | {
+            "mentions": len(evidence),
+            "days": sorted({e.day for e in evidence}),
+        }
+        writes = [SyncWrite("profile_candidate", payload)]
+        if status == "confirmed" and item["status"] != "confirmed":
+            self._demote_others(cand.key, item["item_id"], now)
+            writes.append(SyncWrite("profile_confirmed", item_json(updated)))
+        return writes
+
+    def _record(
+        self,
+        item_id: str,
+        cand: CandidateIn,
+        pair_id: str,
+        session_id: str,
+        source: str,
+        now: datetime,
+    ) -> bool:
+        """Insert the evidence of this pair, or upgrade a mention to an acceptance."""
+        existing = self._db.execute(
+            "SELECT kind FROM profile_evidence WHERE item_id = ? AND pair_id = ?",
+            [item_id, pair_id],
+        ).fetchone()
+        if existing is not None:
+            if existing[0] == "mention" and cand.evidence_kind == "suggestion_accepted":
+                self._db.execute(
+                    "UPDATE profile_evidence SET kind = 'suggestion_accepted'"
+                    " WHERE item_id = ? AND pair_id = ?",
+                    [item_id, pair_id],
+                )
+                return True
+            return False
+        self._db.execute(
+            "INSERT INTO profile_evidence (candidate_id, item_id, pair_id, session_id, day, kind,"
+            " source, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                new_id("cand", self._clock),
+                item_id,
+                pair_id,
+                session_id,
+                self.local_day(now),
+                cand.evidence_kind,
+                source,
+                iso(now),
+            ],
+        )
+        return True
+
+    def _demote_others(self, key: str, keep_item_id: str, now: datetime) -> None:
+        self._db.execute(
+            "UPDATE profile_items SET status = 'candidate', updated_at = ?"
+            " WHERE key = ? AND status = 'confirmed' AND item_id != ?",
+            [iso(now), key, keep_item_id],
+        )
+
+    def put_confirmed(self, fields: dict[str, Any]) -> None:
+        """Take a cloud-confirmed item (sync `updates.profile_items`): it replaces the item of the
+        same key; provenance lists given by the cloud are kept as given."""
+        now = self._clock.now()
+        cand = CandidateIn(
+            fields["key"], fields["value"], fields.get("category"), fields.get("confidence")
+        )
+        item = self._ensure_item(cand, now)
+        status: ItemStatus = "confirmed"
+        relevance = fields.get("relevance_score")
+        self._db.execute(
+            "UPDATE profile_items SET status = ?, category = ?, confidence = ?,"
+            " relevance_score = coalesce(?, relevance_score), expire_at = ?, origin = 'cloud',"
+            " source_candidate_ids = ?, source_summary_ids = ?, source_session_ids = ?,"
+            " source_pair_ids = ?, updated_at = ? WHERE item_id = ?",
+            [
+                status,
+                fields.get("category"),
+                fields.get("confidence"),
+                relevance,
+                fields.get("expire_at"),
+                jsonx.dumps(fields.get("source_candidate_ids") or []),
+                jsonx.dumps(fields.get("source_summary_ids") or []),
+                jsonx.dumps(fields.get("source_session_ids") or []),
+                jsonx.dumps(fields.get("source_pair_ids") or []),
+                iso(now),
+                item["item_id"],
+            ],
+        )
+        self._demote_others(cand.key, item["item_id"], now)
+
+    def delete_key(self, key: str) -> int:
+        """Remove every item of `key` (a cloud `deleted_profile_keys` entry)."""
+        return int(self._db.execute("DELETE FROM profile_items WHERE key = ?", [key]).rowcount)

@@ -1,0 +1,59 @@
+"""Promotion of profile candidates (SPEC §5.4), pure and deterministic.
+
+Evidence is counted once per source pair. A candidate is *suggestable* at `min_mentions` on
+`min_days` distinct local days; it is *confirmed* by a `suggestion_accepted` that arrives while
+it is already suggestable, or by itself at `auto_confirm_days` distinct days. Confirmed and
+revoked items are not moved by evidence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cache.model import CandidateIn, Evidence, EvidenceKind, ItemStatus, PromotionPolicy
+
+
+def next_status(
+    status: ItemStatus,
+    evidence: Sequence[Evidence],
+    arriving: EvidenceKind,
+    policy: PromotionPolicy,
+) -> ItemStatus:
+    """The status once the arriving evidence (already in `evidence`) is counted."""
+    if status in ("confirmed", "revoked"):
+        return status
+    if arriving == "suggestion_accepted" and status == "suggestable":
+        return "confirmed"
+    days = len({e.day for e in evidence})
+    if days >= policy.auto_confirm_days:
+        return "confirmed"
+    if len(evidence) >= policy.min_mentions and days >= policy.min_days:
+        return "suggestable"
+    return status
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    capability_id: str
+    operation_id: str
+    status: str
+    args: dict[str, Any]
+
+
+def observed_candidates(steps: Sequence[StepOutcome]) -> list[CandidateIn]:
+    """The device's own evidence: purification COMPLETED after a move COMPLETED to a room is a
+    mention of `preferred_room` = that room."""
+    room: str | None = None
+    found: list[CandidateIn] = []
+    for step in steps:
+        if step.status != "COMPLETED":
+            continue
+        if (step.capability_id, step.operation_id) == ("mobility", "move_to_room"):
+            value = step.args.get("room")
+            room = value if isinstance(value, str) and value else None
+        elif (step.capability_id, step.operation_id) == ("air_purifier", "start") and room:
+            found.append(CandidateIn("preferred_room", room, "device_pattern"))
+            room = None
+    return found

@@ -1,0 +1,100 @@
+"""Mid-term tiers (daily summaries, weekly digests) and the cloud's sync `updates` (SPEC §3.2).
+
+A daily summary replaces the one of the same `day`, a digest the one of the same `week`, a
+profile item the confirmed item of the same `key`; a deleted key removes that key's items.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import sqlite_utils
+
+from a2a_common import jsonx
+from a2a_common.clock import Clock, iso
+from cache.profile import ProfileStore
+
+
+class TierStore:
+    def __init__(self, *, db: sqlite_utils.Database, clock: Clock, profile: ProfileStore) -> None:
+        self._db = db
+        self._clock = clock
+        self._profile = profile
+
+    def put_daily(
+        self,
+        day: str,
+        summary: str,
+        *,
+        source_session_ids: list[str] | None = None,
+        summary_id: str | None = None,
+        expire_at: str | None = None,
+    ) -> None:
+        self._db.execute(
+            "INSERT INTO daily_summaries (summary_id, day, summary, source_session_ids, expire_at,"
+            " updated_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (day) DO UPDATE SET"
+            " summary = excluded.summary, source_session_ids = excluded.source_session_ids,"
+            " expire_at = excluded.expire_at, updated_at = excluded.updated_at",
+            [
+                summary_id or f"daily-{day}",
+                day,
+                summary,
+                jsonx.dumps(source_session_ids or []),
+                expire_at,
+                iso(self._clock.now()),
+            ],
+        )
+
+    def put_weekly(
+        self,
+        week: str,
+        digest: str,
+        *,
+        source_summary_ids: list[str] | None = None,
+        digest_id: str | None = None,
+        expire_at: str | None = None,
+    ) -> None:
+        self._db.execute(
+            "INSERT INTO weekly_digests (digest_id, week, digest, source_summary_ids, expire_at,"
+            " updated_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (week) DO UPDATE SET"
+            " digest = excluded.digest, source_summary_ids = excluded.source_summary_ids,"
+            " expire_at = excluded.expire_at, updated_at = excluded.updated_at",
+            [
+                digest_id or f"weekly-{week}",
+                week,
+                digest,
+                jsonx.dumps(source_summary_ids or []),
+                expire_at,
+                iso(self._clock.now()),
+            ],
+        )
+
+    def apply_updates(self, updates: Mapping[str, Any]) -> dict[str, int]:
+        """Apply validated cloud `updates` (inside the caller's transaction); counts per tier."""
+        counts = {"daily_summaries": 0, "weekly_digest": 0, "profile_items": 0, "deleted": 0}
+        for daily in updates.get("daily_summaries") or []:
+            self.put_daily(
+                daily["day"],
+                daily["summary"],
+                source_session_ids=daily.get("source_session_ids"),
+                summary_id=daily.get("summary_id"),
+                expire_at=daily.get("expire_at"),
+            )
+            counts["daily_summaries"] += 1
+        weekly = updates.get("weekly_digest")
+        if weekly:
+            self.put_weekly(
+                weekly["week"],
+                weekly["digest"],
+                source_summary_ids=weekly.get("source_summary_ids"),
+                digest_id=weekly.get("digest_id"),
+                expire_at=weekly.get("expire_at"),
+            )
+            counts["weekly_digest"] = 1
+        for item in updates.get("profile_items") or []:
+            self._profile.put_confirmed(item)
+            counts["profile_items"] += 1
+        for key in updates.get("deleted_profile_keys") or []:
+            counts["deleted"] += self._profile.delete_key(key)
+        return counts
