@@ -114,6 +114,9 @@ class Memory:
             self.policy.recent_pairs,
         )
 
+    def now(self) -> datetime:
+        return self._clock.now()
+
     def sync_position(self) -> SyncPosition:
         return self.store.sync_position()
 

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from a2a_common.sqlite import StorageError, open_readonly, schema_version
+from a2a_common.sqlite import StorageError
 from edge.config import Settings, load_secrets, load_settings
 from edge.errors import ConfigError
 from edge.log import configure
@@ -37,37 +37,54 @@ def cmd_run(args: argparse.Namespace) -> int:
     return asyncio.run(runtime.run())
 
 
-def _status(settings: Settings) -> dict[str, Any]:
-    from edge.schema import MIGRATIONS
-
-    db = open_readonly(settings.state_db_path, len(MIGRATIONS))
-    try:
-
-        def count(sql: str) -> int:
-            return int(db.execute(sql).fetchone()[0])
-
-        cursor, version = db.execute("SELECT cursor, version FROM sync_position").fetchone()
-        return {
-            "device_id": settings.device_id,
-            "state_db": str(settings.state_db_path),
-            "schema_version": schema_version(db),
-            "pairs": count("SELECT count(*) FROM pairs"),
-            "sessions": count("SELECT count(*) FROM sessions"),
-            "turns_pending": count("SELECT count(*) FROM pairs WHERE status = 'pending'"),
-            "mqtt_outbox": count("SELECT count(*) FROM mqtt_outbox"),
-            "sync": {"cursor": cursor, "version": version},
-        }
-    finally:
-        db.close()
+def _print(value: Any, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(value, ensure_ascii=False, indent=None))
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            shown = item if isinstance(item, str) else json.dumps(item, ensure_ascii=False)
+            print(f"{key:>16}: {shown}")
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    status = _status(_settings(args))
+    from edge import inspect
+
+    _print(inspect.status(_settings(args)), args.json)
+    return 0
+
+
+def cmd_memory_show(args: argparse.Namespace) -> int:
+    from edge import inspect
+
+    shown = inspect.memory_show(_settings(args))
     if args.json:
-        print(json.dumps(status, ensure_ascii=False))
+        _print(shown, True)
+        return 0
+    _print({k: v for k, v in shown.items() if k != "profile_items"}, False)
+    print("   profile items:")
+    for item in shown["profile_items"]:
+        value = json.dumps(item["value"], ensure_ascii=False)
+        print(
+            f"  - {item['key']} = {value} [{item['status']}] category={item['category']} "
+            f"confidence={item['confidence']} relevance={item['relevance_score']} "
+            f"mentions={item['mentions']}"
+        )
+        for name, ids in item["sources"].items():
+            if ids:
+                print(f"      source_{name}_ids: {', '.join(ids)}")
+    return 0
+
+
+def cmd_memory_snapshot(args: argparse.Namespace) -> int:
+    from edge import inspect
+
+    snapshot, size = inspect.memory_snapshot(_settings(args))
+    if args.json:
+        print(json.dumps({"bytes": size, "snapshot": snapshot}, ensure_ascii=False))
     else:
-        for key, value in status.items():
-            print(f"{key:>15}: {value}")
+        print(json.dumps(snapshot, ensure_ascii=False, indent=2))
+        print(f"# {size} bytes of canonical JSON")
     return 0
 
 
@@ -97,6 +114,17 @@ def parser() -> argparse.ArgumentParser:
     status.add_argument("--config")
     status.add_argument("--json", action="store_true")
     status.set_defaults(func=cmd_status)
+
+    memory = sub.add_parser("memory", help="the memory cache (read-only views)")
+    memory_sub = memory.add_subparsers(dest="memory_command", required=True)
+    for name, func, text in (
+        ("show", cmd_memory_show, "tiers, counts, profile items with status and sources"),
+        ("snapshot", cmd_memory_snapshot, "the exact snapshot the next turn would send"),
+    ):
+        cmd = memory_sub.add_parser(name, help=text)
+        cmd.add_argument("--config")
+        cmd.add_argument("--json", action="store_true")
+        cmd.set_defaults(func=func)
 
     demo = sub.add_parser("demo", help="broker + sim cloud + runtime on this machine, one turn")
     demo.add_argument("--verbose", action="store_true", help="show the runtime's log")

@@ -123,7 +123,7 @@ class TurnHandler:
                 len(response.device_task_requests),
             )
         accepted: frozenset[str] = frozenset()
-        update = _update_input(response)
+        update = update_input_of(response)
         changes = plan_update(update, self._memory.sync_position(), accepted)
         with self._db.atomic():
             self._sync.enqueue(self._memory.apply_turn(turn.pair_id, turn.session_id, changes))
@@ -167,7 +167,7 @@ class TurnHandler:
         return len(pending)
 
 
-def _update_input(response: TurnResponse) -> UpdateInput:
+def update_input_of(response: TurnResponse) -> UpdateInput:
     update = response.memory_update
     if update is None:
         return UpdateInput(reply_text=response.assistant_text, route_family=response.route_family)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from sim.memory import build_memory_update
 from sim.routing import route
 
 log = logging.getLogger(__name__)
@@ -69,25 +70,13 @@ def turn_response(body: dict[str, Any], sync: dict[str, str]) -> dict[str, Any]:
         "assistant_text": planned.assistant_text,
         "device_task_requests": [],
         "device_workflow_requests": [],
-        "memory_update": {
-            "contract_version": "a2a-memory-context-v1",
-            "source": "cloud_a2a_runtime",
-            "sync": sync,
-            "write_candidates": {
-                "short_term_pair": {
-                    "user_text": text,
-                    "assistant_text": "",
-                    "route_family": planned.route_family,
-                    "workflow_id": "",
-                },
-                "profile_candidates": [],
-            },
-            "device_cache_update": {
-                "active_workflow_id": "",
-                "last_route": planned.route_family,
-                "session_summary": "",
-            },
-        },
+        "memory_update": build_memory_update(
+            recognized_text=text,
+            route_family=planned.route_family,
+            workflow_id="",
+            sync=sync,
+            session_summary=f"최근 요청: {text[:40]}",
+        ),
     }
 
 

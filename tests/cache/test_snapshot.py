@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from a2a_common.jsonx import canonical
 from cache.model import CacheView, DailySummary, PairView, ProfileView, SyncPosition
 from cache.snapshot import build_snapshot, size_of
+from cloud_client.models import MemorySnapshot
 
 NOW = datetime(2026, 6, 25, 9, 0, tzinfo=UTC)
 
@@ -95,8 +96,9 @@ views = st.builds(
 
 
 @settings(max_examples=200, deadline=None)
-@given(views, st.integers(min_value=512, max_value=4096))
+@given(views, st.integers(min_value=256, max_value=4096))
 def test_never_over_budget_and_deterministic(view: CacheView, budget: int) -> None:
     first = build_snapshot(view, NOW, budget)
+    MemorySnapshot.model_validate(first)
     assert size_of(first) <= budget
     assert canonical(first) == canonical(build_snapshot(view, NOW, budget))

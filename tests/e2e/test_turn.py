@@ -65,7 +65,7 @@ def test_turn_end_to_end(
         "recent_pairs": [
             {"user": "안녕", "assistant": "안녕하세요! 무엇을 도와드릴까요?", "route_family": "DEF"}
         ],
-        "session_summary": "",
+        "session_summary": "최근 요청: 안녕",  # what the cloud sent with turn 1
     }
     assert snapshot["mid_term"] == {"daily_summaries": [], "weekly_digest": ""}
     assert snapshot["long_term"] == {"profile_items": []}
@@ -74,6 +74,9 @@ def test_turn_end_to_end(
 
     pairs = rows(tmp_path, "SELECT turn_id, user_text, status FROM pairs ORDER BY created_at")
     assert pairs == [("t-1", "안녕", "ok"), ("t-2", "오늘 날씨 어때?", "ok")]
+    # each answered turn owes the cloud its pair (the sync issue replays them)
+    kinds = rows(tmp_path, "SELECT kind FROM sync_outbox ORDER BY write_id")
+    assert kinds == [("short_term_pair",), ("short_term_pair",)]
     # each reply's row leaves the outbox once the broker PUBACKs it
     assert _wait(lambda: rows(tmp_path, "SELECT count(*) FROM mqtt_outbox") == [(0,)], 5.0)
 

@@ -1,0 +1,109 @@
+"""Read-only views of the state DB for the CLI (safe while the service runs: WAL readers)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import sqlite_utils
+
+from a2a_common.clock import SystemClock
+from a2a_common.jsonx import canonical
+from a2a_common.sqlite import open_readonly, schema_version
+from cache.memory import Memory
+from edge.config import Settings
+from edge.schema import MIGRATIONS
+
+
+@contextmanager
+def readonly_db(settings: Settings) -> Iterator[sqlite_utils.Database]:
+    db = open_readonly(settings.state_db_path, len(MIGRATIONS))
+    try:
+        yield db
+    finally:
+        db.close()
+
+
+def _count(db: sqlite_utils.Database, sql: str) -> int:
+    return int(db.execute(sql).fetchone()[0])
+
+
+def status(settings: Settings) -> dict[str, Any]:
+    with readonly_db(settings) as db:
+        cursor, version = db.execute("SELECT cursor, version FROM sync_position").fetchone()
+        return {
+            "device_id": settings.device_id,
+            "state_db": str(settings.state_db_path),
+            "schema_version": schema_version(db),
+            "pairs": _count(db, "SELECT count(*) FROM pairs"),
+            "sessions": _count(db, "SELECT count(*) FROM sessions"),
+            "turns_pending": _count(db, "SELECT count(*) FROM pairs WHERE status = 'pending'"),
+            "mqtt_outbox": _count(db, "SELECT count(*) FROM mqtt_outbox"),
+            "sync_outbox": _count(db, "SELECT count(*) FROM sync_outbox"),
+            "sync": {"cursor": cursor, "version": version},
+        }
+
+
+def _memory(db: sqlite_utils.Database, settings: Settings) -> Memory:
+    from edge.wiring import memory_policy
+
+    return Memory(db=db, clock=SystemClock(), policy=memory_policy(settings))
+
+
+def memory_show(settings: Settings) -> dict[str, Any]:
+    with readonly_db(settings) as db:
+        memory = _memory(db, settings)
+        latest = memory.store.latest_session()
+        items = [
+            {
+                "key": row["key"],
+                "value": json.loads(row["value"]),
+                "status": row["status"],
+                "category": row["category"],
+                "confidence": row["confidence"],
+                "relevance_score": row["relevance_score"],
+                "sensitive": bool(row["sensitive"]),
+                "expire_at": row["expire_at"],
+                "origin": row["origin"],
+                "mentions": len(memory.profile.evidence(row["item_id"])),
+                "sources": {
+                    name: json.loads(row[f"source_{name}_ids"])
+                    for name in ("candidate", "summary", "session", "pair")
+                },
+            }
+            for row in memory.profile.items()
+        ]
+        by_status: dict[str, int] = {}
+        for item in items:
+            by_status[item["status"]] = by_status.get(item["status"], 0) + 1
+        return {
+            "tiers": {
+                "pairs": _count(db, "SELECT count(*) FROM pairs"),
+                "pairs_unsynced": _count(db, "SELECT count(*) FROM pairs WHERE synced = 0"),
+                "sessions": _count(db, "SELECT count(*) FROM sessions"),
+                "daily_summaries": _count(db, "SELECT count(*) FROM daily_summaries"),
+                "weekly_digests": _count(db, "SELECT count(*) FROM weekly_digests"),
+                "profile_items": by_status,
+            },
+            "current_session": latest.session_id if latest else None,
+            "device_state": {
+                key: memory.state(key)
+                for key in ("last_route", "active_workflow_id", "device_context")
+            },
+            "sync": {
+                "cursor": memory.sync_position().cursor,
+                "version": memory.sync_position().version,
+            },
+            "profile_items": items,
+        }
+
+
+def memory_snapshot(settings: Settings) -> tuple[dict[str, Any], int]:
+    """The snapshot the next turn would send (without its own session id) and its byte size."""
+    with readonly_db(settings) as db:
+        memory = _memory(db, settings)
+        session = memory.session_for(None, memory.now())
+        snapshot = memory.snapshot(session)
+        return snapshot, len(canonical(snapshot))

@@ -1,0 +1,47 @@
+"""`a2a-edge memory show|snapshot` read the live service's DB without disturbing it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+from conftest import ROOT, RuntimeFactory
+
+from sim.cloud import SimCloud
+from sim.probe import MqttProbe
+
+
+def cli(*args: str) -> Any:
+    done = subprocess.run(
+        [sys.executable, "-m", "edge", *args], capture_output=True, text=True, timeout=30
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_snapshot_cli_is_what_the_next_turn_sends(
+    runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe
+) -> None:
+    runtime = runtime_factory()
+    probe.publish(f"{ROOT}/turn/request", {"turn_id": "t-1", "recognized_text": "안녕"})
+    probe.wait_for(f"{ROOT}/turn/response", lambda b: b.get("turn_id") == "t-1")
+
+    printed = json.loads(cli("memory", "snapshot", "--json", "--config", str(runtime.config)))
+    assert printed["bytes"] == len(
+        json.dumps(printed["snapshot"], ensure_ascii=False, separators=(",", ":")).encode()
+    )
+
+    probe.publish(f"{ROOT}/turn/request", {"turn_id": "t-2", "recognized_text": "고마워"})
+    probe.wait_for(f"{ROOT}/turn/response", lambda b: b.get("turn_id") == "t-2")
+    sent = cloud.requests("/v1/a2a/turn")[-1]["body"]["voice_context"]["memory_snapshot"]
+    assert sent == printed["snapshot"]
+
+    shown = json.loads(cli("memory", "show", "--json", "--config", str(runtime.config)))
+    assert shown["tiers"]["pairs"] == 2
+    assert shown["tiers"]["pairs_unsynced"] == 2
+    assert shown["device_state"]["last_route"] == "DEF"
+    assert shown["sync"] == {"cursor": "cur-2", "version": "v2"}
+    text = cli("memory", "show", "--config", str(runtime.config))
+    assert "profile items:" in text and "cur-2" in text
