@@ -1,15 +1,18 @@
 """The memory snapshot of SPEC §5.2 (pure): same view and budget, byte-identical result.
 
 Items are added in the order of keeping — sync, newest recent pairs, session summary, profile
-items by relevance, weekly digest, daily summaries newest first — each only if the canonical
-JSON still fits the budget. A text too long to fit is cut at a character boundary (so UTF-8
-is never split) rather than dropped, as long as some of it fits; the JSON structure itself is
+items by relevance, weekly digest, daily summaries newest first — each only while the canonical
+JSON still fits the budget. A text too long to fit is cut at a character boundary (so UTF-8 is
+never split) rather than dropped, as long as some of it fits; the JSON structure itself is
 never cut.
+
+Canonical JSON is compositional, so sizes are kept as a running count: adding an element costs
+its own canonical length plus a comma, a text costs its escaped length. Nothing is
+re-serialized whole while building.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -26,6 +29,44 @@ def size_of(snapshot: Snapshot) -> int:
     return len(canonical(snapshot))
 
 
+def _text_len(text: str) -> int:
+    """Bytes a string adds inside canonical JSON (escaped, without its quotes)."""
+    return len(canonical(text)) - 2
+
+
+def _cut(text: str, room: int) -> str:
+    """The longest prefix (whole characters) whose escaped length fits `room` bytes."""
+    if _text_len(text) <= room:
+        return text
+    lo, hi, best = 0, min(len(text), room), ""
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if _text_len(text[:mid]) <= room:
+            best, lo = text[:mid], mid + 1
+        else:
+            hi = mid - 1
+    return best
+
+
+class _Room:
+    """What is left of the budget."""
+
+    def __init__(self, left: int) -> None:
+        self.left = left
+
+    def take(self, cost: int) -> bool:
+        if cost > self.left:
+            return False
+        self.left -= cost
+        return True
+
+    def text(self, text: str) -> str:
+        """As much of `text` as fits, taken from the room."""
+        chosen = _cut(text, self.left)
+        self.left -= _text_len(chosen)
+        return chosen
+
+
 def _skeleton(view: CacheView) -> Snapshot:
     return {
         "source": SOURCE,
@@ -36,64 +77,11 @@ def _skeleton(view: CacheView) -> Snapshot:
     }
 
 
-def _fits(snapshot: Snapshot, budget: int) -> bool:
-    return size_of(snapshot) <= budget
-
-
-def _longest_prefix(text: str, fits: Callable[[str], bool]) -> str | None:
-    """The longest prefix of `text` (whole characters) for which `fits` holds, or None."""
-    if fits(text):
-        return text
-    lo, hi = 0, len(text) - 1
-    best: str | None = None
-    while lo <= hi:
-        mid = (lo + hi) // 2
-        if fits(text[:mid]):
-            best = text[:mid]
-            lo = mid + 1
-        else:
-            hi = mid - 1
-    return best if best else None
-
-
-def _try_text(snapshot: Snapshot, budget: int, put: Callable[[str], None], text: str) -> bool:
-    """Set a text via `put`, cut to fit; on no fit at all, leave it empty and say False."""
-
-    def fits(candidate: str) -> bool:
-        put(candidate)
-        return _fits(snapshot, budget)
-
-    chosen = _longest_prefix(text, fits) if text else ""
-    put(chosen or "")
-    return chosen is not None
-
-
 def _pair_json(pair: PairView, user: str, assistant: str) -> dict[str, Any]:
     out: dict[str, Any] = {"user": user, "assistant": assistant}
     if pair.route_family:
         out["route_family"] = pair.route_family
     return out
-
-
-def _add_pairs(snapshot: Snapshot, view: CacheView, budget: int, limit: int) -> None:
-    pairs: list[dict[str, Any]] = snapshot["short_term"]["recent_pairs"]
-    for pair in reversed(view.recent_pairs[-limit:] if limit else ()):
-        entry = _pair_json(pair, "", "")
-        pairs.insert(0, entry)
-        if not _fits(snapshot, budget):
-            pairs.pop(0)
-            return
-
-        def put_user(text: str, entry: dict[str, Any] = entry) -> None:
-            entry["user"] = text
-
-        def put_assistant(text: str, entry: dict[str, Any] = entry) -> None:
-            entry["assistant"] = text
-
-        if not _try_text(snapshot, budget, put_user, pair.user):
-            pairs.pop(0)
-            return
-        _try_text(snapshot, budget, put_assistant, pair.assistant)
 
 
 def _profile_json(item: ProfileView) -> dict[str, Any]:
@@ -105,46 +93,45 @@ def _profile_json(item: ProfileView) -> dict[str, Any]:
     return out
 
 
-def _add_profile(snapshot: Snapshot, items: tuple[ProfileView, ...], budget: int) -> None:
-    out: list[dict[str, Any]] = snapshot["long_term"]["profile_items"]
-    for item in items:
-        out.append(_profile_json(item))
-        if not _fits(snapshot, budget):
-            out.pop()
-
-
-def _add_daily(snapshot: Snapshot, view: CacheView, budget: int) -> None:
-    out: list[dict[str, Any]] = snapshot["mid_term"]["daily_summaries"]
-    for daily in view.daily_summaries[:MAX_DAILY]:
-        entry = {"day": daily.day, "summary": ""}
-        out.append(entry)
-
-        def put(text: str, entry: dict[str, Any] = entry) -> None:
-            entry["summary"] = text
-
-        if not _fits(snapshot, budget) or not _try_text(snapshot, budget, put, daily.summary):
-            out.pop()
-            return
+def _append(
+    out: list[dict[str, Any]], entry: dict[str, Any], room: _Room, fills: list[tuple[str, str]]
+) -> bool:
+    """Add `entry` (its text fields empty), then fill them in order, each cut to fit. An entry
+    whose first text does not fit at all is not added."""
+    cost = len(canonical(entry)) + (1 if out else 0)
+    if not room.take(cost):
+        return False
+    for index, (name, text) in enumerate(fills):
+        entry[name] = room.text(text)
+        if index == 0 and text and not entry[name]:
+            room.left += cost
+            return False
+    out.append(entry)
+    return True
 
 
 def build_snapshot(view: CacheView, now: datetime, budget: int, recent_pairs: int = 6) -> Snapshot:
     """The snapshot for one turn; `view` is already filtered for expiry at `now`."""
     snapshot = _skeleton(view)
-    if not _fits(snapshot, budget):
+    room = _Room(budget - size_of(snapshot))
+    if room.left < 0:
         return snapshot  # sync is always sent, even alone over a budget too small for it
-    _add_pairs(snapshot, view, budget, recent_pairs)
-    short = snapshot["short_term"]
-
-    def put_summary(text: str) -> None:
-        short["session_summary"] = text
-
-    _try_text(snapshot, budget, put_summary, view.session_summary)
-    _add_profile(snapshot, view.profile_items, budget)
-    mid = snapshot["mid_term"]
-
-    def put_digest(text: str) -> None:
-        mid["weekly_digest"] = text
-
-    _try_text(snapshot, budget, put_digest, view.weekly_digest)
-    _add_daily(snapshot, view, budget)
+    short, mid = snapshot["short_term"], snapshot["mid_term"]
+    newest: list[dict[str, Any]] = []
+    for pair in reversed(view.recent_pairs[-recent_pairs:] if recent_pairs else ()):
+        fills = [("user", pair.user), ("assistant", pair.assistant)]
+        if not _append(newest, _pair_json(pair, "", ""), room, fills):
+            break
+    short["recent_pairs"] = newest[::-1]
+    short["session_summary"] = room.text(view.session_summary)
+    items: list[dict[str, Any]] = snapshot["long_term"]["profile_items"]
+    for item in view.profile_items:
+        entry = _profile_json(item)
+        if room.take(len(canonical(entry)) + (1 if items else 0)):
+            items.append(entry)
+    mid["weekly_digest"] = room.text(view.weekly_digest)
+    for daily in view.daily_summaries[:MAX_DAILY]:
+        entry = {"day": daily.day, "summary": ""}
+        if not _append(mid["daily_summaries"], entry, room, [("summary", daily.summary)]):
+            break
     return snapshot
