@@ -2,7 +2,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from conftest import fixture_json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -10,6 +9,7 @@ from a2a_common.jsonx import canonical
 from cache.model import CacheView, DailySummary, PairView, ProfileView, SyncPosition
 from cache.snapshot import build_snapshot, size_of
 from cloud_client.models import MemorySnapshot
+from tests.conftest import fixture_json
 
 NOW = datetime(2026, 6, 25, 9, 0, tzinfo=UTC)
 

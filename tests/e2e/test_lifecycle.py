@@ -7,11 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import ROOT, RuntimeFactory, runtime_config
-
 from sim.broker import Mosquitto
 from sim.cloud import SimCloud
 from sim.probe import MqttProbe
+from tests.conftest import ROOT, RuntimeFactory, runtime_config
 
 STATUS = f"{ROOT}/runtime/status"
 

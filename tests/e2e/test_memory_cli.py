@@ -7,10 +7,9 @@ import subprocess
 import sys
 from typing import Any
 
-from conftest import ROOT, RuntimeFactory
-
 from sim.cloud import SimCloud
 from sim.probe import MqttProbe
+from tests.conftest import ROOT, RuntimeFactory
 
 
 def cli(*args: str) -> Any:

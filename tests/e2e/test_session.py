@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, RuntimeFactory
 
 from sim.broker import Mosquitto
 from sim.cloud import SimCloud
 from sim.probe import MqttProbe
 from sim.processes import RuntimeProcess
+from tests.conftest import ROOT, RuntimeFactory
 
 TURN_REQ = f"{ROOT}/turn/request"
 TURN_RESP = f"{ROOT}/turn/response"

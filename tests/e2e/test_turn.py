@@ -8,11 +8,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from conftest import ROOT, RuntimeFactory
-
 from sim.broker import Mosquitto, free_port
 from sim.cloud import SimCloud
 from sim.probe import MqttProbe
+from tests.conftest import ROOT, RuntimeFactory
 
 TURN_REQ = f"{ROOT}/turn/request"
 TURN_RESP = f"{ROOT}/turn/response"

@@ -1,0 +1,582 @@
+"""The step and workflow life cycle of SPEC §4.2 as a pure function.
+
+`decide(board, event, now)` copies the board of active workflows, applies one event, settles
+(dependants cancelled, eligible steps dispatched FIFO per resource, waits started, statuses
+derived), stamps each changed workflow with etag + 1, and returns the new board with the effects
+the shell must carry out (commands, cancels, workflow events, cloud reports, trace lines).
+No I/O, no clock: `now` is given.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from a2a_common.clock import iso
+from taskmanager.model import (
+    ACTIVE_STEP,
+    FAILURE_STEP,
+    TERMINAL_STEP,
+    Step,
+    Workflow,
+    WorkflowStatus,
+)
+
+# --- events ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Submit:
+    workflow: Workflow
+
+
+@dataclass(frozen=True)
+class Callback:
+    task_id: str
+    seq: int
+    status: str
+    progress: float | None = None
+    reason: str | None = None
+    evidence: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Tick:
+    pass
+
+
+@dataclass(frozen=True)
+class Cancel:
+    workflow_id: str | None  # None: every active workflow
+    reason: str
+
+
+@dataclass(frozen=True)
+class Decide:
+    workflow_id: str
+    kind: str | None  # None: no decision (the cloud answered null or not at all)
+    question: str | None = None
+    steps: list[Step] | None = None  # validated replan steps
+    ask_timeout_s: float = 120.0
+
+
+Event = Submit | Callback | Tick | Cancel | Decide
+
+# --- effects --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Command:
+    capability_id: str
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class CancelTask:
+    capability_id: str
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Emit:
+    payload: dict[str, Any]  # P/workflow/event
+
+
+@dataclass(frozen=True)
+class Report:
+    workflow_id: str
+    body: dict[str, Any]  # POST /v1/a2a/workflow/events, without request_id / device_id
+    decision_requested: bool
+    terminal: bool
+
+
+@dataclass(frozen=True)
+class Trace:
+    workflow_id: str
+    kind: str
+    detail: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Ignored:
+    reason: str  # unknown_task | late | duplicate | not_dispatched | unknown_workflow
+    detail: str
+
+
+Effect = Command | CancelTask | Emit | Report | Trace | Ignored
+
+
+@dataclass
+class Board:
+    workflows: dict[str, Workflow] = field(default_factory=dict)
+    next_ready_seq: int = 1
+
+
+@dataclass(frozen=True)
+class Outcome:
+    board: Board
+    effects: list[Effect]
+    changed: list[Workflow]  # with their new etag; terminal ones have left the board
+
+
+# --- the working context of one decide --------------------------------------------------------
+
+
+class _Ctx:
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+        self.effects: list[Effect] = []
+        self.events: dict[str, list[dict[str, Any]]] = {}
+        self.reports: dict[str, list[tuple[dict[str, Any], bool, bool]]] = {}
+        self.touched: dict[str, Workflow] = {}
+
+    def touch(self, wf: Workflow) -> None:
+        self.touched.setdefault(wf.workflow_id, wf)
+
+    def step_event(self, wf: Workflow, step: Step, status: str, reason: str | None = None) -> None:
+        self.touch(wf)
+        self.events.setdefault(wf.workflow_id, []).append(
+            {
+                "workflow_id": wf.workflow_id,
+                "step_id": step.step_id,
+                "task_id": step.task_id(wf.workflow_id),
+                "status": status,
+                "reason": reason,
+                "progress": step.progress,
+            }
+        )
+
+    def wf_event(self, wf: Workflow, status: str, reason: str | None = None) -> None:
+        self.touch(wf)
+        self.events.setdefault(wf.workflow_id, []).append(
+            {
+                "workflow_id": wf.workflow_id,
+                "step_id": None,
+                "task_id": None,
+                "status": status,
+                "reason": reason,
+                "progress": None,
+            }
+        )
+
+    def report(
+        self, wf: Workflow, event: dict[str, Any], *, decision: bool, terminal: bool
+    ) -> None:
+        self.touch(wf)
+        self.reports.setdefault(wf.workflow_id, []).append((event, decision, terminal))
+
+    def trace(self, wf: Workflow, kind: str, **detail: Any) -> None:
+        self.touch(wf)
+        self.effects.append(Trace(wf.workflow_id, kind, detail))
+
+
+def _step_report(wf: Workflow, step: Step) -> dict[str, Any]:
+    event: dict[str, Any] = {
+        "task_id": step.task_id(wf.workflow_id),
+        "step_id": step.step_id,
+        "status": step.status,
+        "reason": step.reason,
+    }
+    if step.evidence:
+        event["evidence"] = step.evidence
+    return event
+
+
+# --- transitions ----------------------------------------------------------------------------
+
+
+def _cancel_step(wf: Workflow, step: Step, reason: str, ctx: _Ctx) -> None:
+    if step.status in ACTIVE_STEP and step.kind == "task":
+        ctx.effects.append(
+            CancelTask(
+                step.capability_id,
+                {
+                    "task_id": step.task_id(wf.workflow_id),
+                    "workflow_id": wf.workflow_id,
+                    "reason": reason,
+                },
+            )
+        )
+    step.status, step.reason = "CANCELLED", reason
+    step.ack_deadline = step.deadline = step.wait_until = None
+    if reason == "pui":
+        step.evidence = {"cancelled_by_pui": True}
+    ctx.step_event(wf, step, "CANCELLED", reason)
+
+
+def _fail(wf: Workflow, step: Step, status: str, reason: str | None, ctx: _Ctx) -> None:
+    """A step ended FAILED/BLOCKED/TIMEOUT (or is NEEDS_USER_INPUT): ask the supervisor while
+    the budget has room, else just report."""
+    ask = (
+        status in wf.decision_events
+        and wf.decisions_used < wf.max_decisions
+        and wf.awaiting_decision is None
+    )
+    if ask:
+        wf.decisions_used += 1
+        if status in TERMINAL_STEP:
+            wf.awaiting_decision = step.step_id
+    ctx.report(wf, _step_report(wf, step), decision=ask, terminal=status in TERMINAL_STEP)
+    ctx.trace(
+        wf,
+        "decision_requested" if ask else "failure",
+        step_id=step.step_id,
+        status=status,
+        reason=reason,
+        decisions_used=wf.decisions_used,
+    )
+
+
+def _end_step(
+    wf: Workflow,
+    step: Step,
+    status: str,
+    reason: str | None,
+    ctx: _Ctx,
+    evidence: dict[str, Any] | None = None,
+) -> None:
+    step.status, step.reason = status, reason  # type: ignore[assignment]
+    step.ack_deadline = step.deadline = step.wait_until = None
+    if evidence is not None:
+        step.evidence = evidence
+    ctx.step_event(wf, step, status, reason)
+    if status in FAILURE_STEP:
+        _fail(wf, step, status, reason, ctx)
+    elif status in wf.terminal_events:
+        ctx.report(wf, _step_report(wf, step), decision=False, terminal=True)
+
+
+def _on_callback(board: Board, cb: Callback, ctx: _Ctx) -> None:
+    workflow_id, _, step_id = cb.task_id.rpartition(":")
+    wf = board.workflows.get(workflow_id)
+    step = wf.step(step_id) if wf else None
+    if wf is None or step is None or step.kind != "task":
+        ctx.effects.append(Ignored("unknown_task", f"no active task {cb.task_id}"))
+        return
+    if step.status == "QUEUED":
+        ctx.effects.append(Ignored("not_dispatched", f"{cb.task_id} was never dispatched"))
+        return
+    if step.terminal:
+        ctx.effects.append(Ignored("late", f"{cb.task_id} is already {step.status}"))
+        return
+    if cb.seq <= step.last_seq:
+        ctx.effects.append(Ignored("duplicate", f"{cb.task_id} seq {cb.seq} <= {step.last_seq}"))
+        return
+    step.last_seq = cb.seq
+    step.ack_deadline = None
+    if cb.progress is not None:
+        step.progress = cb.progress
+    if cb.status in ("RUNNING", "PROGRESS"):
+        step.status = "RUNNING"
+        ctx.step_event(wf, step, cb.status, cb.reason)
+    elif cb.status == "NEEDS_USER_INPUT":
+        step.status = "NEEDS_USER_INPUT"
+        step.reason = cb.reason
+        ctx.step_event(wf, step, cb.status, cb.reason)
+        _fail(wf, step, cb.status, cb.reason, ctx)
+    elif cb.status == "CANCELLED":
+        _end_step(wf, step, "CANCELLED", cb.reason or "device", ctx, cb.evidence)
+    else:
+        _end_step(wf, step, cb.status, cb.reason, ctx, cb.evidence)
+
+
+def _on_tick(board: Board, ctx: _Ctx) -> None:
+    now = ctx.now
+    for wf in list(board.workflows.values()):
+        for step in wf.steps:
+            if (
+                step.kind == "wait"
+                and step.status == "RUNNING"
+                and step.wait_until
+                and now >= step.wait_until
+            ):
+                _end_step(wf, step, "COMPLETED", None, ctx)
+            elif step.status == "DISPATCHED" and step.ack_deadline and now >= step.ack_deadline:
+                _timeout(wf, step, "ack_timeout", ctx)
+            elif step.status in ACTIVE_STEP and step.deadline and now >= step.deadline:
+                _timeout(wf, step, "timeout", ctx)
+        if wf.ask_deadline and now >= wf.ask_deadline:
+            wf.ask_deadline, wf.question, wf.awaiting_decision = None, None, None
+            ctx.trace(wf, "ask_expired")
+
+
+def _timeout(wf: Workflow, step: Step, reason: str, ctx: _Ctx) -> None:
+    ctx.effects.append(
+        CancelTask(
+            step.capability_id,
+            {
+                "task_id": step.task_id(wf.workflow_id),
+                "workflow_id": wf.workflow_id,
+                "reason": "timeout",
+            },
+        )
+    )
+    _end_step(wf, step, "TIMEOUT", reason, ctx)
+
+
+def _on_cancel(board: Board, ev: Cancel, ctx: _Ctx) -> None:
+    targets = (
+        [board.workflows[ev.workflow_id]]
+        if ev.workflow_id in board.workflows
+        else (list(board.workflows.values()) if ev.workflow_id is None else [])
+    )
+    if ev.workflow_id is not None and not targets:
+        ctx.effects.append(Ignored("unknown_workflow", f"no active workflow {ev.workflow_id}"))
+    for wf in targets:
+        wf.cancel_reason = ev.reason
+        wf.awaiting_decision, wf.question, wf.ask_deadline = None, None, None
+        for step in wf.steps:
+            if not step.terminal:
+                _cancel_step(wf, step, ev.reason, ctx)
+        evidence = {"cancelled_by_pui": True} if ev.reason == "pui" else None
+        ctx.trace(wf, "cancelled", reason=ev.reason, evidence=evidence)
+
+
+def _dependants(wf: Workflow, step_id: str) -> list[Step]:
+    """Steps that depend on `step_id`, directly or through others."""
+    found: set[str] = {step_id}
+    out: list[Step] = []
+    for step in wf.steps:
+        if any(d in found for d in step.depends_on):
+            found.add(step.step_id)
+            out.append(step)
+    return out
+
+
+def _on_decide(board: Board, ev: Decide, ctx: _Ctx) -> None:
+    wf = board.workflows.get(ev.workflow_id)
+    if wf is None:
+        ctx.effects.append(Ignored("unknown_workflow", f"no active workflow {ev.workflow_id}"))
+        return
+    failed_id, wf.awaiting_decision = wf.awaiting_decision, None
+    failed = wf.step(failed_id) if failed_id else None
+    kind = ev.kind
+    if kind == "replan" and (wf.replans_used >= wf.max_replans or not ev.steps):
+        ctx.trace(wf, "replan_refused", reason="past max_replans" if ev.steps else "no steps")
+        kind = None
+    ctx.trace(
+        wf,
+        "decision",
+        decision=kind,
+        question=ev.question,
+        steps=[s.step_id for s in ev.steps or []],
+    )
+    if kind == "continue" and failed is not None:
+        failed.continued = True
+    elif kind == "ask":
+        wf.question = ev.question or ""
+        wf.awaiting_decision = failed_id
+        wf.ask_deadline = ctx.now + timedelta(seconds=ev.ask_timeout_s)
+        ctx.wf_event(wf, "ASK", wf.question)
+    elif kind == "replan" and ev.steps:
+        wf.replans_used += 1
+        if failed is not None:
+            failed.continued = True
+            for dep in _dependants(wf, failed.step_id):
+                if dep.status == "QUEUED":
+                    _cancel_step(wf, dep, "supervisor", ctx)
+        wf.steps.extend(copy.deepcopy(ev.steps))
+    elif kind == "complete":
+        wf.end_reason = "supervisor_complete"
+        for step in wf.steps:
+            if not step.terminal:
+                _cancel_step(wf, step, "supervisor", ctx)
+    elif kind == "abort":
+        _on_cancel(board, Cancel(wf.workflow_id, "supervisor"), ctx)
+    ctx.touch(wf)
+
+
+# --- settling -------------------------------------------------------------------------------
+
+
+def _cancel_orphans(wf: Workflow, ctx: _Ctx) -> None:
+    changed = True
+    while changed:
+        changed = False
+        ended = {s.step_id: s for s in wf.steps if s.terminal and s.status != "COMPLETED"}
+        for step in wf.steps:
+            if step.status != "QUEUED":
+                continue
+            blocking = [d for d in step.depends_on if d in ended and d != wf.awaiting_decision]
+            if blocking:
+                _cancel_step(wf, step, "dependency", ctx)
+                changed = True
+
+
+def _dispatch(board: Board, ctx: _Ctx) -> None:
+    held = {
+        s.resource
+        for wf in board.workflows.values()
+        for s in wf.steps
+        if s.status in ACTIVE_STEP and s.resource
+    }
+    ordered = sorted(
+        board.workflows.values(), key=lambda w: (w.created_at or ctx.now, w.workflow_id)
+    )
+    ready: list[tuple[int, Workflow, Step]] = []
+    for wf in ordered:
+        done = {s.step_id for s in wf.steps if s.status == "COMPLETED"}
+        for step in wf.steps:
+            if step.status == "QUEUED" and all(d in done for d in step.depends_on):
+                if step.ready_seq is None:
+                    step.ready_seq = board.next_ready_seq
+                    board.next_ready_seq += 1
+                    ctx.touch(wf)
+                ready.append((step.ready_seq, wf, step))
+    for _seq, wf, step in sorted(ready, key=lambda r: r[0]):
+        if step.kind == "wait":
+            step.status = "RUNNING"
+            step.wait_until = ctx.now + timedelta(seconds=step.wait_s)
+            ctx.step_event(wf, step, "RUNNING", "wait")
+            continue
+        if step.resource and step.resource in held:
+            continue
+        if step.resource:
+            held.add(step.resource)
+        step.status = "DISPATCHED"
+        step.attempt += 1
+        step.dispatched_at = ctx.now
+        step.ack_deadline = ctx.now + timedelta(seconds=step.ack_timeout_s)
+        step.deadline = ctx.now + timedelta(seconds=step.timeout_s)
+        ctx.effects.append(Command(step.capability_id, command_payload(wf, step)))
+        ctx.step_event(wf, step, "DISPATCHED")
+
+
+def command_payload(wf: Workflow, step: Step) -> dict[str, Any]:
+    """SPEC §2.1; `task_id` is stable across restarts and re-dispatches, `attempt` grows."""
+    assert step.dispatched_at is not None and step.deadline is not None
+    return {
+        "task_id": step.task_id(wf.workflow_id),
+        "workflow_id": wf.workflow_id,
+        "step_id": step.step_id,
+        "capability_id": step.capability_id,
+        "operation_id": step.operation_id,
+        "args": step.args,
+        "attempt": step.attempt,
+        "issued_at": iso(step.dispatched_at),
+        "deadline": iso(step.deadline),
+    }
+
+
+def derive_status(wf: Workflow) -> WorkflowStatus:
+    if all(s.terminal for s in wf.steps) and wf.awaiting_decision is None:
+        if wf.cancel_reason:
+            return "cancelled"
+        if wf.end_reason == "supervisor_complete":
+            return "completed"
+        if any(s.status in FAILURE_STEP and not s.continued for s in wf.steps):
+            return "failed"
+        if any(
+            s.status == "CANCELLED" and s.reason not in ("dependency", "supervisor")
+            for s in wf.steps
+        ):
+            return "cancelled"
+        return "completed"
+    if wf.question is not None or any(s.status == "NEEDS_USER_INPUT" for s in wf.steps):
+        return "waiting_user"
+    if any(s.status != "QUEUED" for s in wf.steps):
+        return "running"
+    return "accepted"
+
+
+def _finish(board: Board, ctx: _Ctx) -> list[Workflow]:
+    changed = []
+    for wf in ctx.touched.values():
+        old = wf.status
+        wf.status = derive_status(wf)
+        if wf.status != old and wf.terminal:
+            name = {
+                "completed": "WORKFLOW_COMPLETED",
+                "failed": "WORKFLOW_FAILED",
+                "cancelled": "WORKFLOW_CANCELLED",
+            }[wf.status]
+            ctx.wf_event(wf, name, wf.cancel_reason or wf.end_reason)
+            pui = {"cancelled_by_pui": True} if wf.cancel_reason == "pui" else None
+            ctx.report(
+                wf,
+                {"status": name, "reason": wf.cancel_reason, "evidence": pui},
+                decision=False,
+                terminal=True,
+            )
+            ctx.trace(wf, "finished", status=wf.status)
+        wf.etag += 1
+        stamp = iso(ctx.now)
+        for payload in ctx.events.get(wf.workflow_id, []):
+            ctx.effects.append(
+                Emit({**payload, "workflow_status": wf.status, "etag": wf.etag, "ts": stamp})
+            )
+        for event, decision, terminal in ctx.reports.get(wf.workflow_id, []):
+            ctx.effects.append(
+                Report(wf.workflow_id, report_body(wf, event, decision), decision, terminal)
+            )
+        if wf.terminal:
+            board.workflows.pop(wf.workflow_id, None)
+        changed.append(wf)
+    return changed
+
+
+def report_body(wf: Workflow, event: dict[str, Any], decision: bool) -> dict[str, Any]:
+    """SPEC §3.3 without `request_id` and `device_id` (the shell adds them)."""
+    return {
+        "workflow_id": wf.workflow_id,
+        "experience_id": wf.experience_id,
+        "event": {k: v for k, v in event.items() if v is not None},
+        "workflow": {
+            "status": wf.status,
+            "etag": wf.etag,
+            "completed_step_ids": [s.step_id for s in wf.steps if s.status == "COMPLETED"],
+            "decisions_used": wf.decisions_used,
+            "replans_used": wf.replans_used,
+        },
+        "decision_requested": decision,
+    }
+
+
+def decide(board: Board, event: Event, now: datetime) -> Outcome:
+    new = copy.deepcopy(board)
+    ctx = _Ctx(now)
+    if isinstance(event, Submit):
+        if event.workflow.workflow_id in new.workflows:
+            ctx.effects.append(Ignored("duplicate", f"{event.workflow.workflow_id} is active"))
+        else:
+            wf = copy.deepcopy(event.workflow)
+            new.workflows[wf.workflow_id] = wf
+            ctx.wf_event(wf, "WORKFLOW_ACCEPTED", wf.experience_refusal)
+            ctx.trace(
+                wf,
+                "accepted",
+                steps=[s.step_id for s in wf.steps],
+                experience_refusal=wf.experience_refusal,
+            )
+    elif isinstance(event, Callback):
+        _on_callback(new, event, ctx)
+    elif isinstance(event, Tick):
+        _on_tick(new, ctx)
+    elif isinstance(event, Cancel):
+        _on_cancel(new, event, ctx)
+    else:
+        _on_decide(new, event, ctx)
+    for wf in list(new.workflows.values()):
+        _cancel_orphans(wf, ctx)
+    _dispatch(new, ctx)
+    changed = _finish(new, ctx)
+    return Outcome(new, ctx.effects, changed)
+
+
+def next_deadline(board: Board) -> datetime | None:
+    """When the next Tick is due (ack/timeout deadlines, waits, unanswered questions)."""
+    instants = [
+        t
+        for wf in board.workflows.values()
+        for s in wf.steps
+        for t in (
+            s.ack_deadline if s.status == "DISPATCHED" else None,
+            s.deadline if s.status in ACTIVE_STEP else None,
+            s.wait_until if s.status == "RUNNING" else None,
+        )
+        if t is not None
+    ]
+    instants += [wf.ask_deadline for wf in board.workflows.values() if wf.ask_deadline]
+    return min(instants) if instants else None

@@ -1,0 +1,154 @@
+"""Workflows and steps as plain values, with their JSON form for the store.
+
+The core copies a board, changes the copy and returns it; nothing outside the core mutates
+these objects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from datetime import datetime
+from typing import Any, Literal
+
+from a2a_common.clock import iso, parse_iso
+
+StepStatus = Literal[
+    "QUEUED",
+    "DISPATCHED",
+    "RUNNING",
+    "NEEDS_USER_INPUT",
+    "COMPLETED",
+    "FAILED",
+    "BLOCKED",
+    "TIMEOUT",
+    "CANCELLED",
+]
+WorkflowStatus = Literal[
+    "accepted", "running", "waiting_user", "completed", "failed", "cancelled", "rejected"
+]
+CALLBACK_STATUSES = (
+    "RUNNING",
+    "PROGRESS",
+    "COMPLETED",
+    "FAILED",
+    "BLOCKED",
+    "TIMEOUT",
+    "NEEDS_USER_INPUT",
+    "CANCELLED",
+)
+TERMINAL_STEP = frozenset({"COMPLETED", "FAILED", "BLOCKED", "TIMEOUT", "CANCELLED"})
+FAILURE_STEP = frozenset({"FAILED", "BLOCKED", "TIMEOUT"})
+ACTIVE_STEP = frozenset({"DISPATCHED", "RUNNING", "NEEDS_USER_INPUT"})
+TERMINAL_WORKFLOW = frozenset({"completed", "failed", "cancelled", "rejected"})
+DEFAULT_DECISION_EVENTS = ("FAILED", "BLOCKED", "TIMEOUT", "NEEDS_USER_INPUT")
+DEFAULT_TERMINAL_EVENTS = ("COMPLETED", "CANCELLED", "WORKFLOW_COMPLETED")
+CANCEL_REASONS = ("pui", "user", "timeout", "supervisor", "dependency", "shutdown")
+
+_TIMES = {"dispatched_at", "ack_deadline", "deadline", "wait_until", "ask_deadline", "created_at"}
+
+
+@dataclass
+class Step:
+    step_id: str
+    kind: Literal["task", "wait"] = "task"
+    capability_id: str = ""
+    operation_id: str = ""
+    args: dict[str, Any] = field(default_factory=dict)
+    depends_on: list[str] = field(default_factory=list)
+    timeout_s: float = 0.0
+    ack_timeout_s: float = 0.0
+    wait_s: float = 0.0
+    resource: str | None = None
+    cancelable: bool = True
+    status: StepStatus = "QUEUED"
+    reason: str | None = None
+    attempt: int = 0
+    last_seq: int = 0
+    progress: float | None = None
+    ready_seq: int | None = None
+    dispatched_at: datetime | None = None
+    ack_deadline: datetime | None = None
+    deadline: datetime | None = None
+    wait_until: datetime | None = None
+    evidence: dict[str, Any] | None = None
+    continued: bool = False  # a failure the supervisor chose to continue past
+
+    def task_id(self, workflow_id: str) -> str:
+        return f"{workflow_id}:{self.step_id}"
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL_STEP
+
+
+@dataclass
+class Workflow:
+    workflow_id: str
+    steps: list[Step]
+    plan_id: str = ""
+    status: WorkflowStatus = "accepted"
+    etag: int = 0
+    source: str = "planner"
+    experience: dict[str, Any] | None = None
+    experience_refusal: str | None = None
+    decisions_used: int = 0
+    replans_used: int = 0
+    max_decisions: int = 3
+    max_replans: int = 1
+    decision_events: list[str] = field(default_factory=lambda: list(DEFAULT_DECISION_EVENTS))
+    terminal_events: list[str] = field(default_factory=lambda: list(DEFAULT_TERMINAL_EVENTS))
+    awaiting_decision: str | None = None  # step id whose failure waits on the supervisor
+    ask_deadline: datetime | None = None
+    question: str | None = None
+    cancel_reason: str | None = None
+    end_reason: str | None = None
+    turn_id: str | None = None
+    pair_id: str | None = None
+    session_id: str | None = None
+    created_at: datetime | None = None
+
+    def step(self, step_id: str) -> Step | None:
+        for step in self.steps:
+            if step.step_id == step_id:
+                return step
+        return None
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL_WORKFLOW
+
+    @property
+    def experience_id(self) -> str | None:
+        exp = self.experience or {}
+        value = exp.get("experience_id")
+        return value if isinstance(value, str) else None
+
+
+def _dump(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return iso(value)
+    return value
+
+
+def workflow_to_json(wf: Workflow) -> dict[str, Any]:
+    data = asdict(wf)
+    for key in _TIMES & data.keys():
+        data[key] = _dump(data[key])
+    for step in data["steps"]:
+        for key in _TIMES & step.keys():
+            step[key] = _dump(step[key])
+    return data
+
+
+def _load_times(data: dict[str, Any]) -> dict[str, Any]:
+    return {k: parse_iso(v) if k in _TIMES and isinstance(v, str) else v for k, v in data.items()}
+
+
+def workflow_from_json(data: dict[str, Any]) -> Workflow:
+    step_names = {f.name for f in fields(Step)}
+    wf_names = {f.name for f in fields(Workflow)}
+    steps = [
+        Step(**_load_times({k: v for k, v in s.items() if k in step_names})) for s in data["steps"]
+    ]
+    body = _load_times({k: v for k, v in data.items() if k in wf_names and k != "steps"})
+    return Workflow(steps=steps, **body)

@@ -1,0 +1,233 @@
+"""Validation of device workflow requests and device task requests (SPEC §4.3).
+
+A request that fails any rule is rejected as a whole with a reason and nothing is dispatched.
+An experience contract that does not bind to the plan is refused on its own; the plan runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from a2a_common.jsonx import canonical
+from taskmanager.catalog import Catalog
+from taskmanager.model import CALLBACK_STATUSES, Step, Workflow
+
+ID_PATTERN = r"^[A-Za-z0-9._\-]{1,96}$"
+MAX_STEPS = 64
+MAX_ARGS_BYTES = 8192
+MAX_TIMEOUT_S = 3600.0
+MAX_WAIT_S = 86400.0
+EXPERIENCE_CONTRACT = "a2a-experience-policy-v1"
+
+
+class _StepWire(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    step_id: str = Field(pattern=ID_PATTERN)
+    kind: Literal["task", "wait"] = "task"
+    capability_id: str | None = None
+    operation_id: str | None = None
+    args: dict[str, Any] = {}
+    depends_on: list[str] = []
+    timeout_s: float | None = Field(None, allow_inf_nan=False)
+    ack_timeout_s: float | None = Field(None, allow_inf_nan=False)
+    wait_s: float | None = Field(None, allow_inf_nan=False)
+    consent: bool = False
+
+
+class _WorkflowWire(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    workflow_id: str = Field(pattern=ID_PATTERN)
+    plan_id: str = ""
+    steps: list[_StepWire] = Field(min_length=1)
+    experience: dict[str, Any] | None = None
+    consents: list[str] = []
+
+
+class _TaskWire(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    task_id: str | None = Field(None, pattern=ID_PATTERN)
+    capability_id: str
+    operation_id: str
+    args: dict[str, Any] = {}
+    timeout_s: float | None = Field(None, allow_inf_nan=False)
+    consent: bool = False
+
+
+@dataclass(frozen=True)
+class Rejected:
+    reason: str
+    workflow_id: str | None = None
+
+
+def _first(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err["loc"]) or "(request)"
+    return f"{where}: {err['msg']}"
+
+
+def _task_step(raw: _StepWire, catalog: Catalog, consents: frozenset[str]) -> Step | str:
+    cap, op = raw.capability_id or "", raw.operation_id or ""
+    spec = catalog.get(cap, op)
+    if spec is None:
+        return f"step {raw.step_id}: unknown capability/operation {cap}.{op}"
+    if spec.requires_consent and not (raw.consent or f"{cap}.{op}" in consents or cap in consents):
+        return f"step {raw.step_id}: {cap}.{op} requires consent the request did not carry"
+    if len(canonical(raw.args)) > MAX_ARGS_BYTES:
+        return f"step {raw.step_id}: args larger than {MAX_ARGS_BYTES} bytes"
+    timeout = raw.timeout_s if raw.timeout_s is not None else spec.timeout_s
+    ack = raw.ack_timeout_s if raw.ack_timeout_s is not None else spec.ack_timeout_s
+    if not 0 < timeout <= MAX_TIMEOUT_S:
+        return f"step {raw.step_id}: timeout_s must be in (0, {MAX_TIMEOUT_S:g}]"
+    if not 0 < ack <= timeout:
+        return f"step {raw.step_id}: ack_timeout_s must be in (0, timeout_s]"
+    return Step(
+        step_id=raw.step_id,
+        kind="task",
+        capability_id=cap,
+        operation_id=op,
+        args=dict(raw.args),
+        depends_on=list(raw.depends_on),
+        timeout_s=timeout,
+        ack_timeout_s=ack,
+        resource=spec.resource,
+        cancelable=spec.cancelable,
+    )
+
+
+def _wait_step(raw: _StepWire) -> Step | str:
+    if raw.capability_id or raw.operation_id:
+        return f"step {raw.step_id}: a wait step names no capability"
+    if raw.wait_s is None or not 0 < raw.wait_s <= MAX_WAIT_S:
+        return f"step {raw.step_id}: wait_s must be in (0, {MAX_WAIT_S:g}]"
+    return Step(
+        step_id=raw.step_id, kind="wait", depends_on=list(raw.depends_on), wait_s=raw.wait_s
+    )
+
+
+def build_steps(
+    raws: Iterable[_StepWire], catalog: Catalog, consents: frozenset[str], known: Iterable[str] = ()
+) -> list[Step] | str:
+    """Steps in order; each may depend only on `known` ids and on steps before it."""
+    seen = set(known)
+    steps: list[Step] = []
+    for raw in raws:
+        if raw.step_id in seen:
+            return f"duplicate step_id {raw.step_id}"
+        missing = [d for d in raw.depends_on if d not in seen]
+        if missing:
+            return f"step {raw.step_id}: depends_on {missing[0]} which is not an earlier step"
+        step = _wait_step(raw) if raw.kind == "wait" else _task_step(raw, catalog, consents)
+        if isinstance(step, str):
+            return step
+        steps.append(step)
+        seen.add(raw.step_id)
+    if len(steps) + len(set(known)) > MAX_STEPS:
+        return f"more than {MAX_STEPS} steps"
+    return steps
+
+
+def _experience(exp: dict[str, Any], steps: list[Step]) -> tuple[dict[str, Any] | None, str | None]:
+    """The contract to store, or None and why it was refused."""
+    if exp.get("contract_version") != EXPERIENCE_CONTRACT:
+        return None, f"experience contract_version is not {EXPERIENCE_CONTRACT}"
+    binding = exp.get("plan_binding")
+    if not isinstance(binding, dict):
+        return None, "experience has no plan_binding"
+    ids = binding.get("step_ids")
+    wanted = [s.step_id for s in steps]
+    if not isinstance(ids, list) or sorted(map(str, ids)) != sorted(wanted):
+        return None, "experience plan_binding.step_ids do not match the workflow's steps"
+    if binding.get("step_count", len(wanted)) != len(wanted):
+        return None, "experience plan_binding.step_count does not match the workflow"
+    budget = exp.get("decision_budget") or {}
+    policy = exp.get("task_event_policy") or {}
+    for name in ("max_decisions", "max_replans"):
+        value = budget.get(name, 0) if isinstance(budget, dict) else None
+        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 10:
+            return None, f"experience decision_budget.{name} must be an integer 0..10"
+    for name in ("decision_events", "terminal_events"):
+        events = policy.get(name, []) if isinstance(policy, dict) else None
+        known = {*CALLBACK_STATUSES, "WORKFLOW_COMPLETED"}
+        if not isinstance(events, list) or not all(e in known for e in events):
+            return None, f"experience task_event_policy.{name} names an unknown event"
+    return exp, None
+
+
+def validate_workflow(
+    raw: object, catalog: Catalog, *, now: datetime, source: str, consents: Iterable[str] = ()
+) -> Workflow | Rejected:
+    if not isinstance(raw, dict):
+        return Rejected("a workflow request must be a JSON object")
+    workflow_id = raw.get("workflow_id") if isinstance(raw.get("workflow_id"), str) else None
+    if len(raw.get("steps") or []) > MAX_STEPS:
+        return Rejected(f"more than {MAX_STEPS} steps", workflow_id)
+    try:
+        wire = _WorkflowWire.model_validate(raw)
+    except ValidationError as exc:
+        return Rejected(_first(exc), workflow_id)
+    steps = build_steps(wire.steps, catalog, frozenset([*wire.consents, *consents]))
+    if isinstance(steps, str):
+        return Rejected(steps, wire.workflow_id)
+    wf = Workflow(
+        workflow_id=wire.workflow_id,
+        steps=steps,
+        plan_id=wire.plan_id,
+        source=source,
+        created_at=now,
+    )
+    if wire.experience is not None:
+        exp, refusal = _experience(wire.experience, steps)
+        wf.experience, wf.experience_refusal = exp, refusal
+        if exp is not None:
+            budget = exp.get("decision_budget") or {}
+            policy = exp.get("task_event_policy") or {}
+            wf.max_decisions = int(budget.get("max_decisions", wf.max_decisions))
+            wf.max_replans = int(budget.get("max_replans", wf.max_replans))
+            wf.decision_events = list(policy.get("decision_events") or wf.decision_events)
+            wf.terminal_events = list(policy.get("terminal_events") or wf.terminal_events)
+    return wf
+
+
+def validate_task(
+    raw: object, catalog: Catalog, *, now: datetime, fallback_id: str, consents: Iterable[str] = ()
+) -> Workflow | Rejected:
+    """A device task request runs as a one-step workflow named after its task_id."""
+    if not isinstance(raw, dict):
+        return Rejected("a task request must be a JSON object")
+    try:
+        wire = _TaskWire.model_validate(raw)
+    except ValidationError as exc:
+        return Rejected(_first(exc))
+    step = {
+        "step_id": "task",
+        "capability_id": wire.capability_id,
+        "operation_id": wire.operation_id,
+        "args": wire.args,
+        "consent": wire.consent,
+    }
+    if wire.timeout_s is not None:
+        step["timeout_s"] = wire.timeout_s
+    return validate_workflow(
+        {"workflow_id": wire.task_id or fallback_id, "steps": [step]},
+        catalog,
+        now=now,
+        source="task",
+        consents=consents,
+    )
+
+
+def validate_replan(raw_steps: object, wf: Workflow, catalog: Catalog) -> list[Step] | str:
+    """Steps of a `replan` decision: validated like a new workflow, after the existing ones."""
+    if not isinstance(raw_steps, list) or not raw_steps:
+        return "replan carries no steps"
+    try:
+        wires = [_StepWire.model_validate(s) for s in raw_steps]
+    except ValidationError as exc:
+        return _first(exc)
+    consents = frozenset((wf.experience or {}).get("consents") or [])
+    return build_steps(wires, catalog, consents, known=[s.step_id for s in wf.steps])
