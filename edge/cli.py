@@ -18,6 +18,7 @@ from a2a_common.sqlite import StorageError
 from edge.config import Settings, load_secrets, load_settings
 from edge.errors import ConfigError
 from edge.log import configure
+from taskmanager.errors import CatalogError
 
 EXIT_CONFIG = 2
 EXIT_STORAGE = 3
@@ -145,6 +146,9 @@ def main(argv: list[str] | None = None) -> int:
         code: int = args.func(args)
     except ConfigError as exc:
         print(f"a2a-edge: config error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    except CatalogError as exc:
+        print(f"a2a-edge: config error: taskmanager.catalog_file: {exc}", file=sys.stderr)
         return EXIT_CONFIG
     except StorageError as exc:
         print(f"a2a-edge: state DB: {exc}", file=sys.stderr)

@@ -91,6 +91,12 @@ class SyncSettings(_Section):
     batch_size: int = Field(100, ge=1, le=1000)
 
 
+class TaskManagerSettings(_Section):
+    catalog_file: str = ""  # empty: the catalog shipped in the package
+    ask_timeout_s: float = Field(120.0, gt=0, le=86400)
+    events_deadline_s: float = Field(10.0, gt=0, le=300)
+
+
 class StorageSettings(_Section):
     synchronous: Literal["NORMAL", "FULL", "EXTRA"] = "FULL"
     busy_timeout_ms: int = Field(5000, ge=0, le=600000)
@@ -114,6 +120,7 @@ class Settings(_Section):
     memory: MemorySettings = MemorySettings()
     sync: SyncSettings = SyncSettings()
     privacy: PrivacySettings = PrivacySettings()
+    taskmanager: TaskManagerSettings = TaskManagerSettings()
     storage: StorageSettings = StorageSettings()
     log: LogSettings = LogSettings()
 

@@ -9,6 +9,7 @@ dedupe on their ids, as QoS 1 requires anyway).
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any, Protocol
 
@@ -96,6 +97,22 @@ class DurableOutbox:
     def _delete(self, row_id: int) -> None:
         with self._db.atomic():
             self._db.execute("DELETE FROM mqtt_outbox WHERE id = ?", [row_id])
+
+    def rows_under(self, prefix: str) -> list[tuple[int, dict[str, Any]]]:
+        """Rows still owed (never PUBACKed) on topics under `prefix`, oldest first."""
+        rows = self._db.execute(
+            "SELECT id, payload FROM mqtt_outbox WHERE topic >= ? AND topic < ? ORDER BY id",
+            [prefix, prefix + "\uffff"],
+        ).fetchall()
+        return [(row_id, json.loads(payload)) for row_id, payload in rows]
+
+    def replace(self, row_id: int, payload: dict[str, Any]) -> None:
+        self._db.execute(
+            "UPDATE mqtt_outbox SET payload = ? WHERE id = ?", [jsonx.dumps(payload), row_id]
+        )
+
+    def drop(self, row_id: int) -> None:
+        self._db.execute("DELETE FROM mqtt_outbox WHERE id = ?", [row_id])
 
     def in_flight(self) -> int:
         return len(self._in_flight)

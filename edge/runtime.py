@@ -24,9 +24,22 @@ from edge import __version__
 from edge.config import Settings
 from edge.mqtt import ChannelHandlers, Inbound, LastWill, MqttChannel
 from edge.notify import Notifier
-from edge.outbound import DurableOutbox
-from edge.topics import DeviceContextMsg, Refusal, Topics, TurnRequestMsg, parse_inbound
+from edge.outbound import DurableOutbox, InboxDedupe
+from edge.topics import (
+    AdminRequestMsg,
+    DeviceContextMsg,
+    PuiEventMsg,
+    Refusal,
+    TaskCallbackMsg,
+    Topics,
+    TurnRequestMsg,
+    WorkflowRequestMsg,
+    parse_inbound,
+)
 from edge.turns import TurnHandler
+from edge.workflows import WorkflowDriver
+from taskmanager.core import Callback
+from taskmanager.service import Result
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +58,8 @@ class Runtime:
         cloud: CloudClient,
         outbox: DurableOutbox,
         turns: TurnHandler,
+        workflows: WorkflowDriver,
+        dedupe: InboxDedupe,
         notifier: Notifier,
         password: str | None,
     ) -> None:
@@ -56,6 +71,8 @@ class Runtime:
         self._cloud = cloud
         self._outbox = outbox
         self._turns = turns
+        self._workflows = workflows
+        self._dedupe = dedupe
         self._notifier = notifier
         self._password = password
         self._started_at = iso(clock.now())
@@ -69,6 +86,10 @@ class Runtime:
         self._handlers: dict[str, Callable[[Inbound, Any], None]] = {
             "turn/request": self._on_turn,
             "device/context": self._on_device_context,
+            "task/callback": self._on_callback,
+            "pui/event": self._on_pui,
+            "workflow/request": self._on_workflow_request,
+            "admin/request": self._on_admin,
         }
 
     # --- life cycle -------------------------------------------------------------------------
@@ -82,6 +103,7 @@ class Runtime:
             loop.add_signal_handler(sig, self._stop.set)
         self._device_context = self._memory.state("device_context", {}) or {}
         interrupted = self._turns.recover()
+        recovered = self._workflows.recover()
         channel = MqttChannel(
             settings=self._settings.mqtt,
             client_id=f"a2a-edge-{self._settings.device_id}",
@@ -100,15 +122,23 @@ class Runtime:
         self._outbox.attach(channel)
         channel.start()
         log.info(
-            "started: device %s, schema ok, %d interrupted turns answered, %d messages to send",
+            "started: device %s, schema ok, %d interrupted turns answered, %d active workflows,"
+            " %d commands re-sent, %d messages to send",
             self._settings.device_id,
             interrupted,
+            recovered["active_workflows"],
+            recovered["commands_resent"],
             self._outbox.pending(),
         )
         self._notifier.ready(self._status_line())
-        watchdog = asyncio.create_task(self._watchdog())
+        background = [
+            asyncio.create_task(self._watchdog()),
+            asyncio.create_task(self._workflows.run_timer()),
+            asyncio.create_task(self._workflows.run_reporter()),
+        ]
         await self._stop.wait()
-        watchdog.cancel()
+        for task in background:
+            task.cancel()
         await self._shutdown(channel)
         return 0
 
@@ -220,6 +250,80 @@ class Runtime:
                 self._turns.close_unanswered(
                     received.turn_id, received.pair_id, "error", "internal_error"
                 )
+
+    def _on_callback(self, msg: Inbound, parsed: Any) -> None:
+        assert isinstance(parsed, TaskCallbackMsg)
+        key = f"callback:{parsed.task_id}:{parsed.seq}"
+        if self._dedupe.seen(key):
+            return
+        event = Callback(
+            parsed.task_id,
+            parsed.seq,
+            parsed.status,
+            parsed.progress,
+            parsed.reason,
+            parsed.evidence,
+        )
+
+        def apply() -> Result:
+            self._dedupe.mark(key, msg.topic)
+            return self._workflows.tm.callback(event)
+
+        result = self._workflows.apply(apply)
+        for ignored in result.ignored:
+            if ignored.reason == "unknown_task" and not self._workflows.tm.is_late(event.task_id):
+                self._refuse(msg.topic, Refusal("unknown_task", ignored.detail))
+            elif ignored.reason == "unknown_task":
+                log.info("late callback for ended task %s ignored", event.task_id)
+
+    def _on_pui(self, msg: Inbound, parsed: Any) -> None:
+        assert isinstance(parsed, PuiEventMsg)
+        key = f"pui:{parsed.event_id}"
+        if self._dedupe.seen(key):
+            return
+
+        def apply() -> Result:
+            self._dedupe.mark(key, msg.topic)
+            return self._workflows.tm.cancel(parsed.workflow_id, "pui")
+
+        result = self._workflows.apply(apply)
+        log.info("PUI cancel %s: %d workflows ended", parsed.event_id, len(result.finished))
+
+    def _on_workflow_request(self, msg: Inbound, parsed: Any) -> None:
+        assert isinstance(parsed, WorkflowRequestMsg)
+        raw = parsed.model_dump(mode="json")
+        result = self._workflows.apply(lambda: self._workflows.tm.submit(raw, source="push"))
+        for workflow_id, reason in result.rejected:
+            log.warning("pushed workflow %s rejected: %s", workflow_id, reason)
+
+    def _on_admin(self, msg: Inbound, parsed: Any) -> None:
+        """Mutating CLI commands while the service runs (it stays the one writer)."""
+        assert isinstance(parsed, AdminRequestMsg)
+        key = f"admin:{parsed.request_id}"
+        if self._dedupe.seen(key):
+            return
+        answer: dict[str, Any] = {"request_id": parsed.request_id, "ok": False}
+
+        def apply() -> Result:
+            self._dedupe.mark(key, msg.topic)
+            result = Result()
+            workflow_id = parsed.args.get("workflow_id")
+            if parsed.command != "workflow.cancel":
+                answer["error"] = f"{parsed.command} is not supported by this build yet"
+            elif not isinstance(workflow_id, str) or not workflow_id:
+                answer["error"] = "args.workflow_id is required"
+            else:
+                result = self._workflows.tm.cancel(workflow_id, "user")
+                if result.ignored:
+                    answer["error"] = f"no active workflow {workflow_id}"
+                else:
+                    answer.update(
+                        ok=True, result={"cancelled": [w.workflow_id for w in result.finished]}
+                    )
+            self._outbox.enqueue(self._topics.admin_response, answer)
+            return result
+
+        self._workflows.apply(apply)
 
     def _on_device_context(self, _msg: Inbound, parsed: Any) -> None:
         assert isinstance(parsed, DeviceContextMsg)

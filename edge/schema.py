@@ -10,9 +10,11 @@ from a2a_common.sqlite import Migration
 from cache import schema as cache_schema
 from edge import outbound
 from sync import outbox
+from taskmanager import store as taskmanager_store
 
 MIGRATIONS: list[Migration] = [
     *outbound.MIGRATIONS,  # 1 edge_0001_mqtt_outbox_inbox
     *cache_schema.MIGRATIONS,  # 2 cache_0001, 3 cache_0002
     *outbox.MIGRATIONS,  # 4 sync_0001_outbox
+    *taskmanager_store.MIGRATIONS,  # 5 taskmanager_0001_workflows_trace
 ]

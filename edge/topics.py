@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 
@@ -32,9 +32,51 @@ class DeviceContextMsg(BaseModel):
     battery: float | None = Field(None, ge=0, le=100, allow_inf_nan=False)
 
 
+class TaskCallbackMsg(_Inbound):
+    task_id: StrictStr = Field(min_length=3, max_length=200, pattern=r"^[^:]+:[^:]+$")
+    seq: int = Field(ge=0, le=2**53)
+    status: Literal[
+        "RUNNING",
+        "PROGRESS",
+        "COMPLETED",
+        "FAILED",
+        "BLOCKED",
+        "TIMEOUT",
+        "NEEDS_USER_INPUT",
+        "CANCELLED",
+    ]
+    progress: float | None = Field(None, ge=0, le=100)
+    reason: StrictStr | None = Field(None, max_length=200)
+    evidence: dict[str, Any] | None = None
+    ts: StrictStr | None = Field(None, max_length=64)
+
+
+class PuiEventMsg(_Inbound):
+    event_id: StrictStr = Field(min_length=1, max_length=128)
+    kind: Literal["cancel"]
+    workflow_id: StrictStr | None = Field(None, min_length=1, max_length=96)
+
+
+class WorkflowRequestMsg(BaseModel):
+    """Only the id is checked here; the TaskManager validates the request itself."""
+
+    model_config = ConfigDict(extra="allow", frozen=True)
+    workflow_id: StrictStr = Field(min_length=1, max_length=96)
+
+
+class AdminRequestMsg(_Inbound):
+    request_id: StrictStr = Field(min_length=1, max_length=128)
+    command: Literal["memory.forget", "memory.revoke", "sync.replay", "workflow.cancel"]
+    args: dict[str, Any] = {}
+
+
 KIND_MODELS: dict[str, type[BaseModel]] = {
     "turn/request": TurnRequestMsg,
     "device/context": DeviceContextMsg,
+    "task/callback": TaskCallbackMsg,
+    "pui/event": PuiEventMsg,
+    "workflow/request": WorkflowRequestMsg,
+    "admin/request": AdminRequestMsg,
 }
 
 
@@ -54,6 +96,8 @@ class Topics:
         self.device_context = self._t("device/context")
         self.runtime_status = self._t("runtime/status")
         self.runtime_error = self._t("runtime/error")
+        self.workflow_event = self._t("workflow/event")
+        self.admin_response = self._t("admin/response")
 
     def _t(self, suffix: str) -> str:
         return f"{self.root}/{suffix}"

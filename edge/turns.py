@@ -24,7 +24,9 @@ from cloud_client.models import TurnRequest, TurnResponse, VoiceContext
 from edge.config import Settings
 from edge.outbound import DurableOutbox, InboxDedupe
 from edge.topics import Topics, TurnRequestMsg
+from edge.workflows import WorkflowDriver
 from sync.outbox import SyncOutbox
+from taskmanager.service import Result, TurnRef
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +50,7 @@ class TurnHandler:
         db: sqlite_utils.Database,
         memory: Memory,
         sync_outbox: SyncOutbox,
+        workflows: WorkflowDriver,
         cloud: CloudClient,
         outbox: DurableOutbox,
         dedupe: InboxDedupe,
@@ -58,6 +61,7 @@ class TurnHandler:
         self._db = db
         self._memory = memory
         self._sync = sync_outbox
+        self._workflows = workflows
         self._cloud = cloud
         self._outbox = outbox
         self._dedupe = dedupe
@@ -115,30 +119,45 @@ class TurnHandler:
         self._close_answered(turn, response)
 
     def _close_answered(self, turn: Received, response: TurnResponse) -> None:
-        if response.device_workflow_requests or response.device_task_requests:
-            log.warning(
-                "turn %s: %d workflow / %d task requests not run: no TaskManager in this build",
-                turn.turn_id,
-                len(response.device_workflow_requests),
-                len(response.device_task_requests),
+        ref = TurnRef(turn.turn_id, turn.pair_id, turn.session_id)
+        requested = len(response.device_workflow_requests) + len(response.device_task_requests)
+        answer: dict[str, Any] = {}
+
+        def apply() -> Result:
+            tm = self._workflows.tm
+            result = Result()
+            for raw in response.device_workflow_requests:
+                result.merge(tm.submit(raw, source="planner", turn=ref))
+            for raw in response.device_task_requests:
+                fallback = f"task-{new_ulid(self._clock).lower()}"
+                result.merge(tm.submit_task(raw, fallback_id=fallback, turn=ref))
+            changes = plan_update(
+                update_input_of(response), self._memory.sync_position(), frozenset(result.accepted)
             )
-        accepted: frozenset[str] = frozenset()
-        update = update_input_of(response)
-        changes = plan_update(update, self._memory.sync_position(), accepted)
-        with self._db.atomic():
             self._sync.enqueue(self._memory.apply_turn(turn.pair_id, turn.session_id, changes))
-            self._outbox.enqueue(
-                self._topics.turn_response,
-                {
-                    "turn_id": turn.turn_id,
-                    "status": "ok",
-                    "assistant_text": response.assistant_text,
-                    "route_family": response.route_family,
-                    "workflow_ids": sorted(accepted),
-                },
+            answer.update(
+                turn_id=turn.turn_id,
+                status="ok",
+                assistant_text=response.assistant_text,
+                route_family=response.route_family,
+                workflow_ids=result.accepted,
             )
-        self._outbox.flush()
-        log.info("turn %s answered: route %s", turn.turn_id, response.route_family)
+            if requested and not result.accepted:
+                answer["status"] = "rejected"
+                answer["error"] = "; ".join(reason for _, reason in result.rejected) or (
+                    "every workflow request was a duplicate"
+                )
+            self._outbox.enqueue(self._topics.turn_response, answer)
+            return result
+
+        self._workflows.apply(apply)
+        log.info(
+            "turn %s answered: route %s, status %s, workflows %s",
+            turn.turn_id,
+            response.route_family,
+            answer["status"],
+            answer["workflow_ids"],
+        )
 
     def close_unanswered(self, turn_id: str, pair_id: str, status: str, reason: str) -> None:
         """Answer `offline`/`error`; the utterance stays recorded as a pair without reply."""

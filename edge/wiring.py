@@ -15,7 +15,10 @@ from edge.runtime import Runtime
 from edge.schema import MIGRATIONS
 from edge.topics import Topics
 from edge.turns import TurnHandler
+from edge.workflows import WorkflowDriver
 from sync.outbox import SyncOutbox
+from taskmanager.catalog import load_catalog
+from taskmanager.service import TaskManager
 
 
 def memory_policy(settings: Settings) -> MemoryPolicy:
@@ -57,13 +60,35 @@ def build_runtime(
         verify_tls=settings.cloud.verify_tls,
         user_agent=f"a2a-edge/{__version__}",
     )
+    sync_outbox = SyncOutbox(db=db, clock=clock)
+    tm = TaskManager(
+        db=db,
+        clock=clock,
+        catalog=load_catalog(settings.taskmanager.catalog_file),
+        outbound=outbox,
+        topic_root=topics.root,
+        ask_timeout_s=settings.taskmanager.ask_timeout_s,
+    )
+    workflows = WorkflowDriver(
+        db=db,
+        tm=tm,
+        memory=memory,
+        sync_outbox=sync_outbox,
+        outbox=outbox,
+        cloud=cloud,
+        clock=clock,
+        device_id=settings.device_id,
+        events_deadline_s=settings.taskmanager.events_deadline_s,
+    )
+    dedupe = InboxDedupe(db=db, clock=clock)
     turns = TurnHandler(
         db=db,
         memory=memory,
-        sync_outbox=SyncOutbox(db=db, clock=clock),
+        sync_outbox=sync_outbox,
+        workflows=workflows,
         cloud=cloud,
         outbox=outbox,
-        dedupe=InboxDedupe(db=db, clock=clock),
+        dedupe=dedupe,
         topics=topics,
         settings=settings,
         clock=clock,
@@ -77,6 +102,8 @@ def build_runtime(
         cloud=cloud,
         outbox=outbox,
         turns=turns,
+        workflows=workflows,
+        dedupe=dedupe,
         notifier=notifier or Notifier(),
         password=secrets.mqtt_password,
     )

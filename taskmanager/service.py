@@ -1,0 +1,283 @@
+"""The TaskManager shell: feeds events to the pure core, persists what changed, queues the MQTT
+messages it causes, and hands cloud reports and finished workflows back to the caller.
+
+Every method writes inside `db.atomic()` (a savepoint when the caller already holds the
+transaction, as the runtime does so that an inbound message's dedupe mark commits with its
+effects). The in-memory board is replaced only after the writes succeeded; a caller whose
+outer transaction failed calls `reload()`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+import sqlite_utils
+
+from a2a_common.clock import Clock, iso
+from taskmanager.catalog import Catalog
+from taskmanager.core import (
+    Board,
+    Callback,
+    Cancel,
+    CancelTask,
+    Command,
+    Decide,
+    Emit,
+    Event,
+    Ignored,
+    Report,
+    Submit,
+    Tick,
+    Trace,
+    command_payload,
+    decide,
+    next_deadline,
+)
+from taskmanager.model import Workflow
+from taskmanager.store import WorkflowStore
+from taskmanager.validate import Rejected, validate_replan, validate_task, validate_workflow
+
+log = logging.getLogger(__name__)
+
+
+class Outbound(Protocol):
+    def enqueue(
+        self, topic: str, payload: dict[str, Any], *, retain: bool = False, qos: int = 1
+    ) -> None: ...
+
+
+@dataclass(frozen=True)
+class TurnRef:
+    turn_id: str
+    pair_id: str
+    session_id: str
+
+
+@dataclass
+class Result:
+    accepted: list[str] = field(default_factory=list)
+    rejected: list[tuple[str | None, str]] = field(default_factory=list)
+    ignored: list[Ignored] = field(default_factory=list)
+    reports: list[Report] = field(default_factory=list)
+    finished: list[Workflow] = field(default_factory=list)
+
+    def merge(self, other: Result) -> Result:
+        self.accepted += other.accepted
+        self.rejected += other.rejected
+        self.ignored += other.ignored
+        self.reports += other.reports
+        self.finished += other.finished
+        return self
+
+
+class TaskManager:
+    def __init__(
+        self,
+        *,
+        db: sqlite_utils.Database,
+        clock: Clock,
+        catalog: Catalog,
+        outbound: Outbound,
+        topic_root: str,
+        ask_timeout_s: float = 120.0,
+    ) -> None:
+        self._db = db
+        self._clock = clock
+        self._catalog = catalog
+        self._out = outbound
+        self._root = topic_root
+        self._ask_timeout_s = ask_timeout_s
+        self.store = WorkflowStore(db=db)
+        self.board = Board()
+
+    def reload(self) -> int:
+        self.board = self.store.load_active()
+        return len(self.board.workflows)
+
+    @property
+    def topic_root(self) -> str:
+        return self._root
+
+    @property
+    def catalog(self) -> Catalog:
+        return self._catalog
+
+    def next_deadline(self) -> datetime | None:
+        return next_deadline(self.board)
+
+    def active_ids(self) -> list[str]:
+        return sorted(
+            self.board.workflows,
+            key=lambda w: self.board.workflows[w].created_at or self._clock.now(),
+        )
+
+    # --- the one path every event takes ---------------------------------------------------------
+    def _apply(self, event: Event) -> Result:
+        now = self._clock.now()
+        outcome = decide(self.board, event, now)
+        result = Result()
+        etags = {wf.workflow_id: wf.etag for wf in outcome.changed}
+        with self._db.atomic():
+            for wf in outcome.changed:
+                self.store.save(wf, now)
+            for effect in outcome.effects:
+                if isinstance(effect, Command):
+                    self._out.enqueue(
+                        f"{self._root}/task/command/{effect.capability_id}", effect.payload
+                    )
+                elif isinstance(effect, CancelTask):
+                    self._out.enqueue(
+                        f"{self._root}/task/cancel/{effect.capability_id}", effect.payload
+                    )
+                elif isinstance(effect, Emit):
+                    self._out.enqueue(f"{self._root}/workflow/event", effect.payload)
+                elif isinstance(effect, Trace):
+                    self.store.trace(
+                        effect.workflow_id,
+                        now,
+                        etags.get(effect.workflow_id),
+                        effect.kind,
+                        effect.detail,
+                    )
+                elif isinstance(effect, Report):
+                    result.reports.append(effect)
+                else:
+                    result.ignored.append(effect)
+        self.board = outcome.board
+        result.finished = [wf for wf in outcome.changed if wf.terminal]
+        return result
+
+    # --- inputs ---------------------------------------------------------------------------------
+    def _accept(
+        self, checked: Workflow | Rejected, raw: Any, source: str, turn: TurnRef | None
+    ) -> Result:
+        now = self._clock.now()
+        if isinstance(checked, Rejected):
+            wf_id = checked.workflow_id
+            if wf_id and not self.store.exists(wf_id):
+                with self._db.atomic():
+                    self.store.save_rejected(
+                        wf_id, checked.reason, raw, source, turn.turn_id if turn else None, now
+                    )
+                    self._out.enqueue(
+                        f"{self._root}/workflow/event",
+                        {
+                            "workflow_id": wf_id,
+                            "step_id": None,
+                            "task_id": None,
+                            "status": "WORKFLOW_REJECTED",
+                            "workflow_status": "rejected",
+                            "reason": checked.reason,
+                            "progress": None,
+                            "etag": 1,
+                            "ts": iso(now),
+                        },
+                    )
+            log.warning("workflow %s rejected: %s", wf_id, checked.reason)
+            return Result(rejected=[(wf_id, checked.reason)])
+        if self.store.exists(checked.workflow_id):
+            return Result(ignored=[Ignored("duplicate", f"{checked.workflow_id} already known")])
+        if turn is not None:
+            checked.turn_id, checked.pair_id, checked.session_id = (
+                turn.turn_id,
+                turn.pair_id,
+                turn.session_id,
+            )
+        result = self._apply(Submit(checked))
+        result.accepted.append(checked.workflow_id)
+        return result
+
+    def submit(
+        self, raw: Any, *, source: str, turn: TurnRef | None = None, consents: Iterable[str] = ()
+    ) -> Result:
+        checked = validate_workflow(
+            raw, self._catalog, now=self._clock.now(), source=source, consents=consents
+        )
+        return self._accept(checked, raw, source, turn)
+
+    def submit_task(
+        self,
+        raw: Any,
+        *,
+        fallback_id: str,
+        turn: TurnRef | None = None,
+        consents: Iterable[str] = (),
+    ) -> Result:
+        checked = validate_task(
+            raw, self._catalog, now=self._clock.now(), fallback_id=fallback_id, consents=consents
+        )
+        return self._accept(checked, raw, "task", turn)
+
+    def callback(self, cb: Callback) -> Result:
+        return self._apply(cb)
+
+    def is_late(self, task_id: str) -> bool:
+        """A callback for a task the board no longer holds but the DB knows (it ended)."""
+        return self.store.has_task(task_id)
+
+    def cancel(self, workflow_id: str | None, reason: str) -> Result:
+        return self._apply(Cancel(workflow_id, reason))
+
+    def tick(self) -> Result:
+        return self._apply(Tick())
+
+    def decision(self, workflow_id: str, decision: Any) -> Result:
+        """Apply the supervisor's answer (`None` when there was none or it did not arrive)."""
+        wf = self.board.workflows.get(workflow_id)
+        if wf is None:
+            return Result(ignored=[Ignored("unknown_workflow", workflow_id)])
+        kind = decision.get("kind") if isinstance(decision, dict) else None
+        if kind not in ("continue", "ask", "replan", "complete", "abort"):
+            kind = None
+        steps = None
+        if kind == "replan":
+            checked = validate_replan(decision.get("steps"), wf, self._catalog)
+            if isinstance(checked, str):
+                log.warning("replan for %s refused: %s", workflow_id, checked)
+                with self._db.atomic():
+                    self.store.trace(
+                        workflow_id,
+                        self._clock.now(),
+                        wf.etag,
+                        "replan_refused",
+                        {"reason": checked},
+                    )
+                kind = None
+            else:
+                steps = checked
+        question = decision.get("question") if isinstance(decision, dict) else None
+        return self._apply(
+            Decide(
+                workflow_id,
+                kind,
+                question if isinstance(question, str) else None,
+                steps,
+                self._ask_timeout_s,
+            )
+        )
+
+    def redispatch(self, task_id: str) -> dict[str, Any] | None:
+        """After a restart, a command whose PUBACK was never seen goes again with the same
+        task_id and attempt + 1; returns the new payload (None: the task is no longer active)."""
+        workflow_id, _, step_id = task_id.rpartition(":")
+        wf = self.board.workflows.get(workflow_id)
+        step = wf.step(step_id) if wf else None
+        if wf is None or step is None or step.status != "DISPATCHED":
+            return None
+        step.attempt += 1
+        wf.etag += 1
+        now = self._clock.now()
+        with self._db.atomic():
+            self.store.save(wf, now)
+            self.store.trace(
+                workflow_id,
+                now,
+                wf.etag,
+                "redispatched",
+                {"task_id": task_id, "attempt": step.attempt},
+            )
+        return command_payload(wf, step)

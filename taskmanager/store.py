@@ -1,0 +1,155 @@
+"""Workflows on disk: one row per workflow (its JSON document plus the columns queries need) and
+a trace of everything that happened to it. Writes run inside the caller's transaction."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+import sqlite_utils
+
+from a2a_common import jsonx
+from a2a_common.clock import iso
+from a2a_common.sqlite import Migration
+from taskmanager.core import Board
+from taskmanager.model import Workflow, workflow_from_json, workflow_to_json
+
+TERMINAL_SQL = "('completed', 'failed', 'cancelled', 'rejected')"
+
+
+def _v1(db: sqlite_utils.Database) -> None:
+    db.execute(
+        """CREATE TABLE workflows (
+            workflow_id TEXT PRIMARY KEY,
+            status TEXT NOT NULL,
+            etag INTEGER NOT NULL,
+            source TEXT NOT NULL,
+            turn_id TEXT,
+            reason TEXT,
+            doc TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL)"""
+    )
+    db.execute("CREATE INDEX workflows_status ON workflows (status)")
+    db.execute("CREATE INDEX workflows_created ON workflows (created_at)")
+    db.execute(
+        """CREATE TABLE workflow_trace (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            workflow_id TEXT NOT NULL,
+            ts TEXT NOT NULL,
+            etag INTEGER,
+            kind TEXT NOT NULL,
+            detail TEXT NOT NULL)"""
+    )
+    db.execute("CREATE INDEX workflow_trace_wf ON workflow_trace (workflow_id, id)")
+
+
+MIGRATIONS = [Migration("taskmanager_0001_workflows_trace", _v1)]
+
+
+class WorkflowStore:
+    def __init__(self, *, db: sqlite_utils.Database) -> None:
+        self._db = db
+
+    def load_active(self) -> Board:
+        rows = self._db.execute(
+            f"SELECT doc FROM workflows WHERE status NOT IN {TERMINAL_SQL} ORDER BY created_at"
+        ).fetchall()
+        board = Board()
+        for (doc,) in rows:
+            wf = workflow_from_json(json.loads(doc))
+            board.workflows[wf.workflow_id] = wf
+            seqs = [s.ready_seq for s in wf.steps if s.ready_seq is not None]
+            board.next_ready_seq = max([board.next_ready_seq, *(q + 1 for q in seqs)])
+        return board
+
+    def save(self, wf: Workflow, now: datetime) -> None:
+        created = iso(wf.created_at or now)
+        self._db.execute(
+            "INSERT INTO workflows (workflow_id, status, etag, source, turn_id, reason, doc,"
+            " created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (workflow_id) DO UPDATE SET status = excluded.status,"
+            " etag = excluded.etag, reason = excluded.reason, doc = excluded.doc,"
+            " updated_at = excluded.updated_at",
+            [
+                wf.workflow_id,
+                wf.status,
+                wf.etag,
+                wf.source,
+                wf.turn_id,
+                wf.cancel_reason or wf.end_reason,
+                jsonx.dumps(workflow_to_json(wf)),
+                created,
+                iso(now),
+            ],
+        )
+
+    def save_rejected(
+        self,
+        workflow_id: str,
+        reason: str,
+        request: Any,
+        source: str,
+        turn_id: str | None,
+        now: datetime,
+    ) -> None:
+        doc = {
+            "workflow_id": workflow_id,
+            "status": "rejected",
+            "reason": reason,
+            "request": request,
+            "steps": [],
+        }
+        self._db.execute(
+            "INSERT INTO workflows (workflow_id, status, etag, source, turn_id, reason, doc,"
+            " created_at, updated_at) VALUES (?, 'rejected', 1, ?, ?, ?, ?, ?, ?)",
+            [workflow_id, source, turn_id, reason, jsonx.dumps(doc), iso(now), iso(now)],
+        )
+
+    def exists(self, workflow_id: str) -> bool:
+        row = self._db.execute("SELECT 1 FROM workflows WHERE workflow_id = ?", [workflow_id])
+        return row.fetchone() is not None
+
+    def has_task(self, task_id: str) -> bool:
+        workflow_id, _, step_id = task_id.rpartition(":")
+        row = self._db.execute(
+            "SELECT doc FROM workflows WHERE workflow_id = ?", [workflow_id]
+        ).fetchone()
+        if row is None:
+            return False
+        return any(s.get("step_id") == step_id for s in json.loads(row[0]).get("steps", []))
+
+    def trace(
+        self, workflow_id: str, now: datetime, etag: int | None, kind: str, detail: dict[str, Any]
+    ) -> None:
+        self._db.execute(
+            "INSERT INTO workflow_trace (workflow_id, ts, etag, kind, detail)"
+            " VALUES (?, ?, ?, ?, ?)",
+            [workflow_id, iso(now), etag, kind, jsonx.dumps(detail)],
+        )
+
+    def get(self, workflow_id: str) -> dict[str, Any] | None:
+        row = self._db.execute(
+            "SELECT doc FROM workflows WHERE workflow_id = ?", [workflow_id]
+        ).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def timeline(self, workflow_id: str) -> list[dict[str, Any]]:
+        rows = self._db.execute(
+            "SELECT ts, etag, kind, detail FROM workflow_trace WHERE workflow_id = ? ORDER BY id",
+            [workflow_id],
+        ).fetchall()
+        return [
+            {"ts": ts, "etag": etag, "kind": kind, **json.loads(detail)}
+            for ts, etag, kind, detail in rows
+        ]
+
+    def listing(self, limit: int = 50) -> list[dict[str, Any]]:
+        rows = self._db.execute(
+            "SELECT workflow_id, status, etag, source, turn_id, reason, created_at, updated_at"
+            " FROM workflows ORDER BY created_at DESC, workflow_id LIMIT ?",
+            [limit],
+        )
+        names = [d[0] for d in rows.description]
+        return [dict(zip(names, r, strict=True)) for r in rows.fetchall()]
