@@ -43,6 +43,12 @@ class CloudState:
     requests: list[dict[str, Any]] = field(default_factory=list)
     versions: dict[str, int] = field(default_factory=dict)
     seen_writes: set[str] = field(default_factory=set)
+    turn_script: list[dict[str, Any]] = field(default_factory=list)
+    decision_script: list[dict[str, Any] | None] = field(default_factory=list)
+
+    def next_scripted(self, queue: list[Any]) -> tuple[bool, Any]:
+        with self.lock:
+            return (True, queue.pop(0)) if queue else (False, None)
 
     def take_fault(self) -> Faults:
         with self.lock:
@@ -144,7 +150,18 @@ class _Handler(BaseHTTPRequestHandler):
         state = self.server.state
         device = str(body.get("device_id", ""))
         if self.path == "/v1/a2a/turn":
-            self._send(200, turn_response(body, state.next_sync(device)))
+            answer = turn_response(body, state.next_sync(device))
+            scripted, override = state.next_scripted(state.turn_script)
+            if scripted:
+                answer.update(override)
+                workflows = answer.get("device_workflow_requests") or []
+                if workflows and answer.get("memory_update"):
+                    first = str(workflows[0].get("workflow_id", ""))
+                    answer["memory_update"]["device_cache_update"]["active_workflow_id"] = first
+                    answer["memory_update"]["write_candidates"]["short_term_pair"][
+                        "workflow_id"
+                    ] = first
+            self._send(200, answer)
         elif self.path == "/v1/a2a/memory/sync":
             writes = body.get("writes") or []
             ids = [str(w.get("write_id")) for w in writes if isinstance(w, dict)]
@@ -154,7 +171,10 @@ class _Handler(BaseHTTPRequestHandler):
                 200, {"sync": state.next_sync(device), "acked": ids, "rejected": [], "updates": {}}
             )
         elif self.path == "/v1/a2a/workflow/events":
-            self._send(200, {"decision": None})
+            decision = None
+            if body.get("decision_requested"):
+                _scripted, decision = state.next_scripted(state.decision_script)
+            self._send(200, {"decision": decision})
         else:
             self._send(404, {"error": "not_found"})
 
@@ -211,6 +231,16 @@ class SimCloud:
     def requests(self, path: str | None = None) -> list[dict[str, Any]]:
         with self.state.lock:
             return [r for r in self.state.requests if path is None or r["path"] == path]
+
+    def script_turn(self, **override: Any) -> None:
+        """The next turn's answer gets these fields (e.g. `device_workflow_requests`)."""
+        with self.state.lock:
+            self.state.turn_script.append(override)
+
+    def script_decision(self, decision: dict[str, Any] | None) -> None:
+        """The next decision request is answered with this decision."""
+        with self.state.lock:
+            self.state.decision_script.append(decision)
 
     def set_faults(self, **faults: Any) -> None:
         with self.state.lock:

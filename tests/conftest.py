@@ -4,6 +4,7 @@ process, and an MQTT probe. Nothing here talks to the shared broker on 1883."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -14,6 +15,7 @@ import pytest
 from a2a_common.clock import iso
 from sim.broker import Mosquitto
 from sim.cloud import SimCloud
+from sim.devices import DeviceAgents
 from sim.probe import MqttProbe
 from sim.processes import RuntimeProcess, write_config
 
@@ -99,3 +101,22 @@ def probe(broker: Mosquitto) -> Iterator[MqttProbe]:
     client = MqttProbe(broker.port, [f"{ROOT}/#"])
     yield client
     client.close()
+
+
+@pytest.fixture
+def devices(broker: Mosquitto) -> Iterator[DeviceAgents]:
+    agents = DeviceAgents(broker.port, ROOT)
+    yield agents
+    agents.close()
+
+
+def eventually(condition: Callable[[], Any], timeout_s: float = 10.0) -> Any:
+    """Wait until `condition()` is truthy (polling with a deadline); returns its value."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout_s}s")
+        time.sleep(0.02)

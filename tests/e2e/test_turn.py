@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import time
 from pathlib import Path
 from typing import Any
 
 from sim.broker import Mosquitto, free_port
 from sim.cloud import SimCloud
 from sim.probe import MqttProbe
-from tests.conftest import ROOT, RuntimeFactory
+from tests.conftest import ROOT, RuntimeFactory, eventually
 
 TURN_REQ = f"{ROOT}/turn/request"
 TURN_RESP = f"{ROOT}/turn/response"
@@ -77,7 +76,7 @@ def test_turn_end_to_end(
     kinds = rows(tmp_path, "SELECT kind FROM sync_outbox ORDER BY write_id")
     assert kinds == [("short_term_pair",), ("short_term_pair",)]
     # each reply's row leaves the outbox once the broker PUBACKs it
-    assert _wait(lambda: rows(tmp_path, "SELECT count(*) FROM mqtt_outbox") == [(0,)], 5.0)
+    assert eventually(lambda: rows(tmp_path, "SELECT count(*) FROM mqtt_outbox") == [(0,)], 5.0)
 
 
 def test_bad_input_is_refused_and_runtime_keeps_answering(
@@ -166,8 +165,7 @@ def test_reply_survives_a_broker_kill_while_pending(
     probe.wait_for(STATUS, lambda b: b.get("state") == "online")
     cloud.set_faults(latency_s=3.0, times=1)
     probe.publish(TURN_REQ, {"turn_id": "t-kill", "recognized_text": "안녕"})
-    deadline_ok = _wait(lambda: len(cloud.requests("/v1/a2a/turn")) == 1, 5.0)
-    assert deadline_ok, "the turn never reached the cloud"
+    eventually(lambda: len(cloud.requests("/v1/a2a/turn")) == 1, 5.0)
     connects = probe.connects
     broker.kill()
     broker.start()
@@ -175,12 +173,3 @@ def test_reply_survives_a_broker_kill_while_pending(
     reply = probe.wait_for(TURN_RESP, lambda b: b.get("turn_id") == "t-kill", timeout_s=15)
     assert reply["status"] == "ok"
     assert "READY=1" in (runtime.notify.lines if runtime.notify else [])
-
-
-def _wait(condition: Any, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.02)
-    return False

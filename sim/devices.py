@@ -1,0 +1,232 @@
+"""Device agents on MQTT for tests and the demo (first cut: scripted behaviour per operation).
+
+Each agent dedupes on `task_id`: a command seen again is not executed again; its latest callback
+is published once more instead (the runtime ignores it if it already has it). Cancels are
+honoured: a held or running task stops and reports CANCELLED.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import paho.mqtt.client as paho
+from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
+
+
+@dataclass(frozen=True)
+class Behavior:
+    """`complete` | `fail` | `block` | `silent` (never answers) | `hold` (RUNNING until
+    cancelled) | `needs_input`; `after_s` is how long the work takes."""
+
+    kind: str = "complete"
+    after_s: float = 0.05
+    reason: str | None = None
+    evidence: dict[str, Any] | None = None
+
+
+def default_evidence(command: dict[str, Any]) -> dict[str, Any]:
+    op = f"{command.get('capability_id')}.{command.get('operation_id')}"
+    args = command.get("args") or {}
+    known: dict[str, dict[str, Any]] = {
+        "mobility.move_to_room": {"arrived_room": args.get("room")},
+        "mobility.return_to_dock": {"docked": True},
+        "air_purifier.start": {"purifier_mode": args.get("mode", "auto")},
+        "air_purifier.stop": {"purifier_mode": "off"},
+        "vital_app.start_session": {"vital_interaction_ended": "completed"},
+    }
+    return known.get(op, {"done": True})
+
+
+@dataclass
+class TaskRecord:
+    command: dict[str, Any]
+    seq: int = 0
+    last: dict[str, Any] | None = None
+    deliveries: int = 1
+    cancelled: bool = False
+    timers: list[threading.Timer] = field(default_factory=list)
+
+
+class DeviceAgents:
+    def __init__(
+        self,
+        port: int,
+        root: str,
+        *,
+        host: str = "127.0.0.1",
+        behaviors: dict[str, Behavior] | None = None,
+    ) -> None:
+        self.root = root
+        self.behaviors = dict(behaviors or {})
+        self.tasks: dict[str, TaskRecord] = {}
+        self.order: list[str] = []  # task ids in the order first received
+        self.cancels: list[dict[str, Any]] = []
+        self._lock = threading.Condition()
+        self.client = paho.Client(
+            callback_api_version=CallbackAPIVersion.VERSION2,
+            client_id=f"sim-devices-{root.replace('/', '-')}",
+            protocol=MQTTProtocolVersion.MQTTv5,
+        )
+        self.client.suppress_exceptions = True
+        self.client.reconnect_delay_set(1, 1)
+        self.client.on_connect = self._on_connect
+        self.client.on_message = self._on_message
+        self._connected = threading.Event()
+        self.client.connect_async(host, port, keepalive=10)
+        self.client.loop_start()
+        if not self._connected.wait(10):
+            raise TimeoutError("device agents could not connect")
+
+    def _on_connect(self, client: paho.Client, _u: Any, _f: Any, reason: Any, _p: Any) -> None:
+        if reason.is_failure:
+            return
+        client.subscribe(f"{self.root}/task/command/+", qos=1)
+        client.subscribe(f"{self.root}/task/cancel/+", qos=1)
+        self._connected.set()
+
+    def _on_message(self, _c: paho.Client, _u: Any, msg: paho.MQTTMessage) -> None:
+        try:
+            body = json.loads(msg.payload.decode("utf-8"))
+        except ValueError:
+            return
+        if "/task/cancel/" in msg.topic:
+            self._cancel(body)
+        else:
+            self._command(body)
+
+    def behavior(self, command: dict[str, Any]) -> Behavior:
+        key = f"{command.get('capability_id')}.{command.get('operation_id')}"
+        return self.behaviors.get(key, Behavior())
+
+    def _command(self, command: dict[str, Any]) -> None:
+        task_id = str(command.get("task_id"))
+        with self._lock:
+            record = self.tasks.get(task_id)
+            if record is not None:
+                record.deliveries += 1
+                last = record.last
+            else:
+                self.tasks[task_id] = TaskRecord(command)
+                self.order.append(task_id)
+                last = None
+            self._lock.notify_all()
+        if record is not None:
+            if last is not None:
+                self._publish(last)
+            return
+        behavior = self.behavior(command)
+        if behavior.kind == "silent":
+            return
+        self._later(task_id, 0.0, "RUNNING")
+        finals = {
+            "complete": "COMPLETED",
+            "fail": "FAILED",
+            "block": "BLOCKED",
+            "needs_input": "NEEDS_USER_INPUT",
+        }
+        if behavior.kind in finals:
+            self._later(task_id, behavior.after_s / 2, "PROGRESS", progress=50)
+            evidence = (
+                behavior.evidence
+                if behavior.evidence is not None
+                else (default_evidence(command) if behavior.kind == "complete" else None)
+            )
+            self._later(
+                task_id,
+                behavior.after_s,
+                finals[behavior.kind],
+                reason=behavior.reason,
+                evidence=evidence,
+            )
+
+    def _later(self, task_id: str, delay: float, status: str, **extra: Any) -> None:
+        def fire() -> None:
+            with self._lock:
+                record = self.tasks[task_id]
+                if record.cancelled:
+                    return
+                record.seq += 1
+                body = {
+                    "task_id": task_id,
+                    "seq": record.seq,
+                    "status": status,
+                    "progress": extra.get("progress"),
+                    "reason": extra.get("reason"),
+                    "evidence": extra.get("evidence"),
+                    "ts": None,
+                }
+                record.last = body
+            self._publish(body)
+
+        timer = threading.Timer(delay, fire)
+        timer.daemon = True
+        self.tasks[task_id].timers.append(timer)
+        timer.start()
+
+    def _cancel(self, body: dict[str, Any]) -> None:
+        task_id = str(body.get("task_id"))
+        with self._lock:
+            self.cancels.append(body)
+            record = self.tasks.get(task_id)
+            if record is None or record.cancelled:
+                self._lock.notify_all()
+                return
+            record.cancelled = True
+            for timer in record.timers:
+                timer.cancel()
+            record.seq += 1
+            final = {
+                "task_id": task_id,
+                "seq": record.seq,
+                "status": "CANCELLED",
+                "progress": None,
+                "reason": body.get("reason"),
+                "evidence": None,
+                "ts": None,
+            }
+            record.last = final
+            self._lock.notify_all()
+        self._publish(final)
+
+    def _publish(self, body: dict[str, Any]) -> None:
+        self.client.publish(
+            f"{self.root}/task/callback", json.dumps(body, ensure_ascii=False), qos=1
+        )
+
+    def complete(self, task_id: str, evidence: dict[str, Any] | None = None) -> None:
+        """Finish a held task now (tests drive `hold` behaviour by hand)."""
+        with self._lock:
+            record = self.tasks[task_id]
+            record.seq += 1
+            body = {
+                "task_id": task_id,
+                "seq": record.seq,
+                "status": "COMPLETED",
+                "progress": 100,
+                "reason": None,
+                "evidence": evidence or default_evidence(record.command),
+                "ts": None,
+            }
+            record.last = body
+        self._publish(body)
+
+    def wait_for(self, predicate: Callable[[DeviceAgents], bool], timeout_s: float = 10.0) -> None:
+        with self._lock:
+            if not self._lock.wait_for(lambda: predicate(self), timeout_s):
+                raise TimeoutError(
+                    f"device agents: condition not met in {timeout_s}s; "
+                    f"tasks {self.order}, cancels {self.cancels}"
+                )
+
+    def deliveries(self) -> dict[str, int]:
+        """How often each task's command arrived (it is executed on the first only)."""
+        with self._lock:
+            return {task_id: record.deliveries for task_id, record in self.tasks.items()}
+
+    def close(self) -> None:
+        self.client.disconnect()
+        self.client.loop_stop()

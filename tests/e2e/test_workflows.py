@@ -1,0 +1,265 @@
+"""Workflows through the real process: Mosquitto, the sim cloud, scripted device agents."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+from sim.cloud import SimCloud
+from sim.devices import Behavior, DeviceAgents
+from sim.probe import MqttProbe
+from tests.conftest import ROOT, RuntimeFactory, eventually
+
+TURN_REQ, TURN_RESP = f"{ROOT}/turn/request", f"{ROOT}/turn/response"
+EVENTS = f"{ROOT}/workflow/event"
+MOVE, PURIFY = "wf-seed:step_move", "wf-seed:step_purify"
+
+SEED_WORKFLOW = {
+    "workflow_id": "wf-seed",
+    "plan_id": "room_clean",
+    "steps": [
+        {
+            "step_id": "step_move",
+            "capability_id": "mobility",
+            "operation_id": "move_to_room",
+            "args": {"room": "안방"},
+            "depends_on": [],
+            "timeout_s": 120,
+        },
+        {
+            "step_id": "step_purify",
+            "capability_id": "air_purifier",
+            "operation_id": "start",
+            "args": {"mode": "auto"},
+            "depends_on": ["step_move"],
+        },
+    ],
+    "experience": None,
+}
+
+
+def db_rows(tmp_path: Path, sql: str) -> list[tuple[Any, ...]]:
+    conn = sqlite3.connect(f"file:{tmp_path / 'state' / 'state.db'}?mode=ro", uri=True)
+    try:
+        return conn.execute(sql).fetchall()
+    finally:
+        conn.close()
+
+
+def say(
+    probe: MqttProbe,
+    cloud: SimCloud,
+    turn_id: str,
+    text: str,
+    workflow: dict[str, Any] | None = None,
+) -> Any:
+    if workflow is not None:
+        cloud.script_turn(
+            route_family="ODL",
+            assistant_text="안방으로 이동해서 청정을 시작할게요.",
+            device_workflow_requests=[workflow],
+        )
+    probe.publish(TURN_REQ, {"turn_id": turn_id, "recognized_text": text})
+    return probe.wait_for(TURN_RESP, lambda b: b.get("turn_id") == turn_id)
+
+
+def workflow_status(probe: MqttProbe, workflow_id: str, status: str, timeout_s: float = 10) -> Any:
+    return probe.wait_for(
+        EVENTS,
+        lambda b: b.get("workflow_id") == workflow_id and b.get("status") == status,
+        timeout_s=timeout_s,
+    )
+
+
+def test_seed_scene_move_then_purify(
+    tmp_path: Path,
+    runtime_factory: RuntimeFactory,
+    cloud: SimCloud,
+    probe: MqttProbe,
+    devices: DeviceAgents,
+) -> None:
+    runtime_factory()
+    reply = say(probe, cloud, "t-seed", "안방으로 가서 청정해줘", SEED_WORKFLOW)
+    assert reply["status"] == "ok" and reply["workflow_ids"] == ["wf-seed"]
+    assert reply["route_family"] == "ODL"
+    done = workflow_status(probe, "wf-seed", "WORKFLOW_COMPLETED")
+    assert done["workflow_status"] == "completed"
+    assert devices.order == [MOVE, PURIFY]
+
+    events = probe.messages(EVENTS)
+    move_done = next(
+        i for i, e in enumerate(events) if e["task_id"] == MOVE and e["status"] == "COMPLETED"
+    )
+    purify_sent = next(
+        i for i, e in enumerate(events) if e["task_id"] == PURIFY and e["status"] == "DISPATCHED"
+    )
+    assert move_done < purify_sent  # the purifier command only after the move COMPLETED
+    etags = [e["etag"] for e in events if e["workflow_id"] == "wf-seed"]
+    assert etags == sorted(etags) and etags[-1] == len(set(etags))
+
+    command = devices.tasks[MOVE].command
+    assert command["args"] == {"room": "안방"} and command["attempt"] == 1
+    eventually(
+        lambda: (
+            {e["body"]["event"]["status"] for e in cloud.requests("/v1/a2a/workflow/events")}
+            >= {"COMPLETED", "WORKFLOW_COMPLETED"}
+        )
+    )
+
+    state = dict(db_rows(tmp_path, "SELECT key, value FROM device_state"))
+    assert json.loads(state["active_workflow_id"]) == ""  # cleared when it finished
+    # the device's own observation: a move to 안방 then purification is a mention
+    items = db_rows(tmp_path, "SELECT key, value, status FROM profile_items")
+    assert items == [("preferred_room", '"안방"', "candidate")]
+
+
+def test_pui_cancel_mid_move(
+    runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe, devices: DeviceAgents
+) -> None:
+    devices.behaviors["mobility.move_to_room"] = Behavior("hold")
+    runtime_factory()
+    say(probe, cloud, "t-pui", "안방으로 가서 청정해줘", SEED_WORKFLOW)
+    probe.wait_for(EVENTS, lambda b: b.get("task_id") == MOVE and b.get("status") == "RUNNING")
+    probe.publish(f"{ROOT}/pui/event", {"event_id": "pui-1", "kind": "cancel"})
+    ended = workflow_status(probe, "wf-seed", "WORKFLOW_CANCELLED")
+    assert ended["reason"] == "pui"
+    devices.wait_for(lambda d: any(c["task_id"] == MOVE for c in d.cancels))
+    assert devices.cancels[0] == {"task_id": MOVE, "workflow_id": "wf-seed", "reason": "pui"}
+    final = eventually(
+        lambda: [
+            r["body"]
+            for r in cloud.requests("/v1/a2a/workflow/events")
+            if r["body"]["event"]["status"] == "WORKFLOW_CANCELLED"
+        ]
+    )
+    reports = [r["body"] for r in cloud.requests("/v1/a2a/workflow/events")]
+    assert final and final[0]["event"]["evidence"] == {"cancelled_by_pui": True}
+    assert not any(r["decision_requested"] for r in reports)
+    assert PURIFY not in devices.order  # no replacement, no dependant
+
+
+def test_ack_timeout(
+    runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe, devices: DeviceAgents
+) -> None:
+    devices.behaviors["mobility.move_to_room"] = Behavior("silent")
+    runtime_factory()
+    workflow = json.loads(json.dumps(SEED_WORKFLOW))
+    workflow["steps"][0]["ack_timeout_s"] = 0.5
+    say(probe, cloud, "t-ack", "안방으로 가서 청정해줘", workflow)
+    timeout = probe.wait_for(
+        EVENTS, lambda b: b.get("task_id") == MOVE and b.get("status") == "TIMEOUT"
+    )
+    assert timeout["reason"] == "ack_timeout"
+    devices.wait_for(
+        lambda d: {"task_id": MOVE, "workflow_id": "wf-seed", "reason": "timeout"} in d.cancels
+    )
+    workflow_status(probe, "wf-seed", "WORKFLOW_FAILED")
+    asked = [
+        r["body"]
+        for r in cloud.requests("/v1/a2a/workflow/events")
+        if r["body"]["decision_requested"]
+    ]
+    assert asked and asked[0]["event"]["status"] == "TIMEOUT"
+    assert PURIFY not in devices.order
+
+
+def test_failed_step_replanned(
+    runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe, devices: DeviceAgents
+) -> None:
+    devices.behaviors["mobility.move_to_room"] = Behavior("fail", reason="path_blocked")
+    runtime_factory()
+    cloud.script_decision(
+        {
+            "kind": "replan",
+            "steps": [
+                {
+                    "step_id": "step_dock",
+                    "capability_id": "mobility",
+                    "operation_id": "return_to_dock",
+                },
+                {
+                    "step_id": "step_purify_here",
+                    "capability_id": "air_purifier",
+                    "operation_id": "start",
+                    "args": {"mode": "auto"},
+                    "depends_on": ["step_dock"],
+                },
+            ],
+        }
+    )
+    say(probe, cloud, "t-replan", "안방으로 가서 청정해줘", SEED_WORKFLOW)
+    workflow_status(probe, "wf-seed", "WORKFLOW_COMPLETED")
+    assert devices.order == [MOVE, "wf-seed:step_dock", "wf-seed:step_purify_here"]
+    replaced = probe.wait_for(
+        EVENTS, lambda b: b.get("task_id") == PURIFY and b.get("status") == "CANCELLED"
+    )
+    assert replaced["reason"] == "supervisor"
+
+
+def test_unknown_task_callback_is_refused(
+    runtime_factory: RuntimeFactory, probe: MqttProbe
+) -> None:
+    runtime_factory()
+    probe.publish(
+        f"{ROOT}/task/callback", {"task_id": "wf-none:step", "seq": 1, "status": "RUNNING"}
+    )
+    refusal = probe.wait_for(f"{ROOT}/runtime/error", lambda b: b.get("error") == "unknown_task")
+    assert refusal["topic"] == f"{ROOT}/task/callback"
+    probe.publish(f"{ROOT}/task/callback", {"task_id": "wf-x:s", "seq": 1, "status": "DONE"})
+    probe.wait_for(f"{ROOT}/runtime/error", lambda b: b.get("error") == "invalid_field")
+
+
+def test_pushed_workflow_and_rejection(
+    runtime_factory: RuntimeFactory, probe: MqttProbe, devices: DeviceAgents
+) -> None:
+    runtime_factory()
+    bad = {
+        "workflow_id": "wf-bad",
+        "steps": [{"step_id": "a", "capability_id": "mobility", "operation_id": "fly"}],
+    }
+    probe.publish(f"{ROOT}/workflow/request", bad)
+    rejected = workflow_status(probe, "wf-bad", "WORKFLOW_REJECTED")
+    assert "unknown capability/operation mobility.fly" in rejected["reason"]
+    consent = {
+        "workflow_id": "wf-vital",
+        "steps": [{"step_id": "v", "capability_id": "vital_app", "operation_id": "start_session"}],
+    }
+    probe.publish(f"{ROOT}/workflow/request", consent)
+    assert "requires consent" in workflow_status(probe, "wf-vital", "WORKFLOW_REJECTED")["reason"]
+    pushed = {
+        "workflow_id": "wf-push",
+        "steps": [
+            {
+                "step_id": "say",
+                "capability_id": "speaker",
+                "operation_id": "say",
+                "args": {"text": "물 마실 시간이에요"},
+            }
+        ],
+    }
+    probe.publish(f"{ROOT}/workflow/request", pushed)
+    workflow_status(probe, "wf-push", "WORKFLOW_COMPLETED")
+    assert devices.order == ["wf-push:say"]
+
+
+def test_sigkill_mid_workflow_then_restart(
+    tmp_path: Path,
+    runtime_factory: RuntimeFactory,
+    cloud: SimCloud,
+    probe: MqttProbe,
+    devices: DeviceAgents,
+) -> None:
+    devices.behaviors["mobility.move_to_room"] = Behavior("hold")
+    runtime = runtime_factory()
+    say(probe, cloud, "t-kill", "안방으로 가서 청정해줘", SEED_WORKFLOW)
+    devices.wait_for(lambda d: MOVE in d.tasks and d.tasks[MOVE].last is not None)
+    runtime.kill()
+    devices.complete(MOVE)  # the move finishes while the runtime is down
+    runtime.start()
+    workflow_status(probe, "wf-seed", "WORKFLOW_COMPLETED", timeout_s=15)
+    assert devices.order == [MOVE, PURIFY]
+    assert devices.deliveries()[PURIFY] == 1
+    status = db_rows(tmp_path, "SELECT status FROM workflows WHERE workflow_id = 'wf-seed'")
+    assert status == [("completed",)]
