@@ -42,12 +42,12 @@ def test_transitions_and_their_messages_are_persisted_together(tmp_path: Path) -
 
 def test_restart_resends_unacked_command_with_higher_attempt(tmp_path: Path) -> None:
     clock = ManualClock(T0)
-    tm, outbox = manager(tmp_path / "s.db", clock)
+    tm, _outbox = manager(tmp_path / "s.db", clock)
     tm.submit(MOVE_PURIFY, source="planner")  # the command never reached the broker
     clock.advance(30)
     tm2, outbox2 = manager(tmp_path / "s.db", clock)
     assert list(tm2.board.workflows) == ["wf-1"]
-    [(row_id, payload)] = outbox2.rows_under(f"{ROOT}/task/command/")
+    [(_row_id, payload)] = outbox2.rows_under(f"{ROOT}/task/command/")
     fresh = tm2.redispatch(payload["task_id"])
     assert fresh is not None
     assert fresh["task_id"] == "wf-1:step_move" and fresh["attempt"] == 2
