@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from a2a_common.sqlite import StorageError
+from edge.admin import ServiceSilent
 from edge.config import Settings, load_secrets, load_settings
 from edge.errors import ConfigError
 from edge.log import configure
@@ -89,6 +90,81 @@ def cmd_memory_snapshot(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_workflows_list(args: argparse.Namespace) -> int:
+    from edge import inspect
+
+    rows = inspect.workflows_list(_settings(args), args.limit)
+    if args.json:
+        _print(rows, True)
+        return 0
+    print(f"{'workflow':<28} {'status':<12} {'etag':>4}  {'source':<8} {'created':<24} reason")
+    for row in rows:
+        print(
+            f"{row['workflow_id']:<28} {row['status']:<12} {row['etag']:>4}  "
+            f"{row['source']:<8} {row['created_at']:<24} {row['reason'] or ''}"
+        )
+    return 0
+
+
+def _timeline_line(entry: dict[str, Any]) -> str:
+    kind = entry["kind"]
+    etag = f"#{entry['etag']}" if entry.get("etag") is not None else ""
+    rest = {k: v for k, v in entry.items() if k not in ("ts", "etag", "kind")}
+    if kind == "event":
+        what = f"{rest.pop('step_id', '-') or '-'} {rest.pop('status', '')}"
+    else:
+        what = kind
+    extra = " ".join(
+        f"{k}={json.dumps(v, ensure_ascii=False)}"
+        for k, v in rest.items()
+        if v not in (None, [], {})
+    )
+    return f"{entry['ts']} {etag:>4} {what} {extra}".rstrip()
+
+
+def cmd_workflows_trace(args: argparse.Namespace) -> int:
+    from edge import inspect
+
+    trace = inspect.workflow_trace(_settings(args), args.workflow_id)
+    if trace is None:
+        print(f"a2a-edge: no workflow {args.workflow_id}", file=sys.stderr)
+        return 1
+    if args.json:
+        _print(trace, True)
+        return 0
+    wf = trace["workflow"]
+    print(
+        f"workflow {wf['workflow_id']}  status {wf['status']}  etag {wf.get('etag', 1)}  "
+        f"plan {wf.get('plan_id') or '-'}  turn {wf.get('turn_id') or '-'}"
+    )
+    if wf.get("experience"):
+        print(
+            f"experience {wf['experience'].get('experience_id')}: "
+            f"{wf['experience'].get('goal_summary', '')}"
+        )
+    for entry in trace["timeline"]:
+        print("  " + _timeline_line(entry))
+    return 0
+
+
+def cmd_workflows_cancel(args: argparse.Namespace) -> int:
+    from edge import admin
+
+    settings = _settings(args)
+    answer = admin.ask_service(
+        settings, load_secrets(settings), "workflow.cancel", {"workflow_id": args.workflow_id}
+    )
+    if answer is None:
+        answer = admin.cancel_offline(settings, args.workflow_id)
+    if args.json:
+        _print(answer, True)
+    elif answer.get("ok"):
+        print(f"cancelled {', '.join(answer['result']['cancelled']) or args.workflow_id}")
+    else:
+        print(f"a2a-edge: {answer.get('error')}", file=sys.stderr)
+    return 0 if answer.get("ok") else 1
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from sim.demo import run_demo
 
@@ -127,6 +203,21 @@ def parser() -> argparse.ArgumentParser:
         cmd.add_argument("--json", action="store_true")
         cmd.set_defaults(func=func)
 
+    workflows = sub.add_parser("workflows", help="what the TaskManager runs and ran")
+    wf_sub = workflows.add_subparsers(dest="workflows_command", required=True)
+    listing = wf_sub.add_parser("list", help="newest workflows first")
+    listing.add_argument("--limit", type=int, default=50)
+    listing.set_defaults(func=cmd_workflows_list)
+    trace = wf_sub.add_parser("trace", help="one workflow from request to terminal evidence")
+    trace.add_argument("workflow_id")
+    trace.set_defaults(func=cmd_workflows_trace)
+    cancel = wf_sub.add_parser("cancel", help="cancel a workflow (through the service if up)")
+    cancel.add_argument("workflow_id")
+    cancel.set_defaults(func=cmd_workflows_cancel)
+    for cmd in (listing, trace, cancel):
+        cmd.add_argument("--config")
+        cmd.add_argument("--json", action="store_true")
+
     demo = sub.add_parser("demo", help="broker + sim cloud + runtime on this machine, one turn")
     demo.add_argument("--verbose", action="store_true", help="show the runtime's log")
     demo.set_defaults(func=cmd_demo)
@@ -147,6 +238,9 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"a2a-edge: config error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
+    except ServiceSilent as exc:
+        print(f"a2a-edge: {exc}", file=sys.stderr)
+        return 1
     except CatalogError as exc:
         print(f"a2a-edge: config error: taskmanager.catalog_file: {exc}", file=sys.stderr)
         return EXIT_CONFIG

@@ -15,6 +15,7 @@ from a2a_common.sqlite import open_readonly, schema_version
 from cache.memory import Memory
 from edge.config import Settings
 from edge.schema import MIGRATIONS
+from taskmanager.store import WorkflowStore
 
 
 @contextmanager
@@ -107,3 +108,17 @@ def memory_snapshot(settings: Settings) -> tuple[dict[str, Any], int]:
         session = memory.session_for(None, memory.now())
         snapshot = memory.snapshot(session)
         return snapshot, len(canonical(snapshot))
+
+
+def workflows_list(settings: Settings, limit: int = 50) -> list[dict[str, Any]]:
+    with readonly_db(settings) as db:
+        return WorkflowStore(db=db).listing(limit)
+
+
+def workflow_trace(settings: Settings, workflow_id: str) -> dict[str, Any] | None:
+    with readonly_db(settings) as db:
+        store = WorkflowStore(db=db)
+        doc = store.get(workflow_id)
+        if doc is None:
+            return None
+        return {"workflow": doc, "timeline": store.timeline(workflow_id)}

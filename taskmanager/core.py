@@ -331,7 +331,7 @@ def _on_cancel(board: Board, ev: Cancel, ctx: _Ctx) -> None:
             if not step.terminal:
                 _cancel_step(wf, step, ev.reason, ctx)
         evidence = {"cancelled_by_pui": True} if ev.reason == "pui" else None
-        ctx.trace(wf, "cancelled", reason=ev.reason, evidence=evidence)
+        ctx.trace(wf, "cancel", reason=ev.reason, evidence=evidence)
 
 
 def _dependants(wf: Workflow, step_id: str) -> list[Step]:
@@ -500,7 +500,6 @@ def _finish(board: Board, ctx: _Ctx) -> list[Workflow]:
                 decision=False,
                 terminal=True,
             )
-            ctx.trace(wf, "finished", status=wf.status)
         wf.etag += 1
         stamp = iso(ctx.now)
         for payload in ctx.events.get(wf.workflow_id, []):
@@ -513,6 +512,8 @@ def _finish(board: Board, ctx: _Ctx) -> list[Workflow]:
             )
         if wf.terminal:
             board.workflows.pop(wf.workflow_id, None)
+            if wf.status != old:
+                ctx.effects.append(Trace(wf.workflow_id, "finished", {"status": wf.status}))
         changed.append(wf)
     return changed
 

@@ -135,6 +135,8 @@ class TaskManager:
                     )
                 elif isinstance(effect, Emit):
                     self._out.enqueue(f"{self._root}/workflow/event", effect.payload)
+                    if effect.payload["status"] != "PROGRESS":
+                        self._trace_event(effect.payload, outcome.changed, now)
                 elif isinstance(effect, Trace):
                     self.store.trace(
                         effect.workflow_id,
@@ -150,6 +152,18 @@ class TaskManager:
         self.board = outcome.board
         result.finished = [wf for wf in outcome.changed if wf.terminal]
         return result
+
+    def _trace_event(self, payload: dict[str, Any], changed: list[Workflow], now: datetime) -> None:
+        detail = {k: payload[k] for k in ("step_id", "status", "reason") if payload.get(k)}
+        for wf in changed:
+            step = (
+                wf.step(payload["step_id"])
+                if wf.workflow_id == payload["workflow_id"] and payload["step_id"]
+                else None
+            )
+            if step is not None and step.evidence and step.terminal:
+                detail["evidence"] = step.evidence
+        self.store.trace(payload["workflow_id"], now, payload["etag"], "event", detail)
 
     # --- inputs ---------------------------------------------------------------------------------
     def _accept(
@@ -177,6 +191,9 @@ class TaskManager:
                             "ts": iso(now),
                         },
                     )
+                    self.store.trace(
+                        wf_id, now, 1, "rejected", {"reason": checked.reason, "request": raw}
+                    )
             log.warning("workflow %s rejected: %s", wf_id, checked.reason)
             return Result(rejected=[(wf_id, checked.reason)])
         if self.store.exists(checked.workflow_id):
@@ -187,7 +204,15 @@ class TaskManager:
                 turn.pair_id,
                 turn.session_id,
             )
-        result = self._apply(Submit(checked))
+        with self._db.atomic():
+            self.store.trace(
+                checked.workflow_id,
+                now,
+                0,
+                "request",
+                {"source": source, "turn_id": checked.turn_id, "request": raw},
+            )
+            result = self._apply(Submit(checked))
         result.accepted.append(checked.workflow_id)
         return result
 

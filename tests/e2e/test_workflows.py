@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -263,3 +265,60 @@ def test_sigkill_mid_workflow_then_restart(
     assert devices.deliveries()[PURIFY] == 1
     status = db_rows(tmp_path, "SELECT status FROM workflows WHERE workflow_id = 'wf-seed'")
     assert status == [("completed",)]
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "edge", *args], capture_output=True, text=True, timeout=30
+    )
+
+
+def test_workflows_cli_list_trace_and_cancel(
+    tmp_path: Path,
+    runtime_factory: RuntimeFactory,
+    cloud: SimCloud,
+    probe: MqttProbe,
+    devices: DeviceAgents,
+) -> None:
+    devices.behaviors["mobility.move_to_room"] = Behavior("hold")
+    runtime = runtime_factory()
+    config = str(runtime.config)
+    say(probe, cloud, "t-cli", "안방으로 가서 청정해줘", SEED_WORKFLOW)
+    probe.wait_for(EVENTS, lambda b: b.get("task_id") == MOVE and b.get("status") == "RUNNING")
+
+    listed = json.loads(cli("workflows", "list", "--json", "--config", config).stdout)
+    assert [(w["workflow_id"], w["status"]) for w in listed] == [("wf-seed", "running")]
+
+    cancelled = cli("workflows", "cancel", "wf-seed", "--config", config)
+    assert cancelled.returncode == 0, cancelled.stderr
+    assert "cancelled wf-seed" in cancelled.stdout
+    assert workflow_status(probe, "wf-seed", "WORKFLOW_CANCELLED")["reason"] == "user"
+    devices.wait_for(
+        lambda d: {"task_id": MOVE, "workflow_id": "wf-seed", "reason": "user"} in d.cancels
+    )
+    again = cli("workflows", "cancel", "wf-seed", "--config", config)
+    assert again.returncode == 1 and "no active workflow wf-seed" in again.stderr
+
+    text = cli("workflows", "trace", "wf-seed", "--config", config).stdout
+    lines = text.splitlines()
+    assert lines[0].startswith("workflow wf-seed  status cancelled")
+    assert any("request" in line and "안방" in line for line in lines)
+    assert any("step_move DISPATCHED" in line for line in lines)
+    assert any("step_move CANCELLED" in line and "user" in line for line in lines)
+    assert "WORKFLOW_CANCELLED" in lines[-1] or any("finished" in line for line in lines)
+
+    # with the service stopped, the CLI takes the DB itself; the cancel goes out on next start
+    devices.behaviors["mobility.move_to_room"] = Behavior("hold")
+    say(probe, cloud, "t-cli-2", "안방으로 가서 청정해줘", {**SEED_WORKFLOW, "workflow_id": "wf-2"})
+    probe.wait_for(
+        EVENTS, lambda b: b.get("task_id") == "wf-2:step_move" and b.get("status") == "RUNNING"
+    )
+    assert runtime.terminate() == 0
+    offline = cli("workflows", "cancel", "wf-2", "--json", "--config", config)
+    assert json.loads(offline.stdout) == {"ok": True, "result": {"cancelled": ["wf-2"]}}
+    runtime.start()
+    devices.wait_for(
+        lambda d: (
+            {"task_id": "wf-2:step_move", "workflow_id": "wf-2", "reason": "user"} in d.cancels
+        )
+    )
