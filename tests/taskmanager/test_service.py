@@ -37,7 +37,8 @@ def test_transitions_and_their_messages_are_persisted_together(tmp_path: Path) -
     assert [p["task_id"] for _, p in rows] == ["wf-1:step_move"]
     assert tm.store.get("wf-1")["etag"] == 1  # type: ignore[index]
     trace = tm.store.timeline("wf-1")
-    assert trace[0]["kind"] == "accepted" and trace[0]["steps"] == ["step_move", "step_purify"]
+    assert trace[0]["kind"] == "request" and trace[0]["request"] == MOVE_PURIFY
+    assert trace[1]["kind"] == "accepted" and trace[1]["steps"] == ["step_move", "step_purify"]
 
 
 def test_restart_resends_unacked_command_with_higher_attempt(tmp_path: Path) -> None:
