@@ -15,6 +15,7 @@ from a2a_common.clock import SystemClock
 from a2a_common.ids import new_ulid
 from a2a_common.sqlite import open_state_db
 from edge.config import Secrets, Settings
+from edge.mqtt import no_delay
 from edge.outbound import DurableOutbox
 from edge.schema import MIGRATIONS
 from taskmanager.catalog import load_catalog
@@ -54,6 +55,7 @@ def ask_service(
     )
     client.suppress_exceptions = True
     client.on_message = on_message
+    client.on_socket_open = no_delay
     if settings.mqtt.username:
         client.username_pw_set(settings.mqtt.username, secrets.mqtt_password)
     if settings.mqtt.tls_ca_file:

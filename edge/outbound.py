@@ -56,6 +56,7 @@ class DurableOutbox:
         self._wire: Wire | None = None
         self._in_flight: dict[int, int] = {}  # paho mid -> row id
         self._last_handed = 0  # rows are handed in id order, each once per process
+        self._acked: list[int] = []
 
     def attach(self, wire: Wire) -> None:
         self._wire = wire
@@ -90,9 +91,20 @@ class DurableOutbox:
         return sent
 
     def on_published(self, mid: int) -> None:
+        """A PUBACK arrived; the row is deleted by the next `reap()` (one transaction for all
+        PUBACKs that arrived together)."""
         row_id = self._in_flight.pop(mid, None)
         if row_id is not None:
-            self._delete(row_id)
+            self._acked.append(row_id)
+
+    def reap(self) -> int:
+        acked, self._acked = self._acked, []
+        if acked:
+            with self._db.atomic():
+                self._db.conn.executemany(
+                    "DELETE FROM mqtt_outbox WHERE id = ?", [(row_id,) for row_id in acked]
+                )
+        return len(acked)
 
     def _delete(self, row_id: int) -> None:
         with self._db.atomic():

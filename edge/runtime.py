@@ -82,6 +82,7 @@ class Runtime:
         self._tasks: set[asyncio.Task[None]] = set()
         self._device_context: dict[str, Any] = {}
         self._broker_up = False
+        self._reap_scheduled = False
         self._channel: MqttChannel | None = None
         self._handlers: dict[str, Callable[[Inbound, Any], None]] = {
             "turn/request": self._on_turn,
@@ -114,7 +115,7 @@ class Runtime:
                 message=self._on_message,
                 connected=self._on_connected,
                 disconnected=self._on_disconnected,
-                published=self._outbox.on_published,
+                published=self._on_published,
             ),
             password=self._password,
         )
@@ -188,6 +189,16 @@ class Runtime:
         self._channel.publish(self._topics.runtime_status, self._status("online"), retain=True)
         log.info("broker connected (session %s)", "kept" if session_present else "new")
         self._outbox.flush()
+
+    def _on_published(self, mid: int) -> None:
+        self._outbox.on_published(mid)
+        if not self._reap_scheduled:
+            self._reap_scheduled = True
+            asyncio.get_running_loop().call_soon(self._reap)
+
+    def _reap(self) -> None:
+        self._reap_scheduled = False
+        self._outbox.reap()
 
     def _on_disconnected(self, reason: str) -> None:
         if self._broker_up:

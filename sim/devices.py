@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,11 +17,14 @@ from typing import Any
 import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
 
+from edge.mqtt import no_delay
+
 
 @dataclass(frozen=True)
 class Behavior:
     """`complete` | `fail` | `block` | `silent` (never answers) | `hold` (RUNNING until
-    cancelled) | `needs_input`; `after_s` is how long the work takes."""
+    cancelled) | `needs_input` | `instant` (RUNNING and COMPLETED at once, for benchmarks);
+    `after_s` is how long the work takes."""
 
     kind: str = "complete"
     after_s: float = 0.05
@@ -65,6 +69,8 @@ class DeviceAgents:
         self.tasks: dict[str, TaskRecord] = {}
         self.order: list[str] = []  # task ids in the order first received
         self.cancels: list[dict[str, Any]] = []
+        self.received_at: dict[str, float] = {}  # monotonic, first delivery of each command
+        self.completed_at: dict[str, float] = {}  # monotonic, COMPLETED published (instant)
         self._lock = threading.Condition()
         self.client = paho.Client(
             callback_api_version=CallbackAPIVersion.VERSION2,
@@ -74,6 +80,7 @@ class DeviceAgents:
         self.client.suppress_exceptions = True
         self.client.reconnect_delay_set(1, 1)
         self.client.on_connect = self._on_connect
+        self.client.on_socket_open = no_delay
         self.client.on_message = self._on_message
         self._connected = threading.Event()
         self.client.connect_async(host, port, keepalive=10)
@@ -104,6 +111,7 @@ class DeviceAgents:
 
     def _command(self, command: dict[str, Any]) -> None:
         task_id = str(command.get("task_id"))
+        self.received_at.setdefault(task_id, time.monotonic())
         with self._lock:
             record = self.tasks.get(task_id)
             if record is not None:
@@ -120,6 +128,9 @@ class DeviceAgents:
             return
         behavior = self.behavior(command)
         if behavior.kind == "silent":
+            return
+        if behavior.kind == "instant":
+            self._instant(task_id, command)
             return
         self._later(task_id, 0.0, "RUNNING")
         finals = {
@@ -142,6 +153,35 @@ class DeviceAgents:
                 reason=behavior.reason,
                 evidence=evidence,
             )
+
+    def _instant(self, task_id: str, command: dict[str, Any]) -> None:
+        """RUNNING and COMPLETED at once, from the network thread (for benchmarks)."""
+        with self._lock:
+            record = self.tasks[task_id]
+            record.seq = 2
+            final = {
+                "task_id": task_id,
+                "seq": 2,
+                "status": "COMPLETED",
+                "progress": 100,
+                "reason": None,
+                "evidence": default_evidence(command),
+                "ts": None,
+            }
+            record.last = final
+        self._publish(
+            {
+                "task_id": task_id,
+                "seq": 1,
+                "status": "RUNNING",
+                "progress": None,
+                "reason": None,
+                "evidence": None,
+                "ts": None,
+            }
+        )
+        self.completed_at[task_id] = time.monotonic()
+        self._publish(final)
 
     def _later(self, task_id: str, delay: float, status: str, **extra: Any) -> None:
         def fire() -> None:

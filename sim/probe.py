@@ -15,15 +15,29 @@ from typing import Any
 import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
 
+from edge.mqtt import no_delay
+
+_UNPARSED = object()
+
 
 @dataclass(frozen=True)
 class Message:
     topic: str
     payload: bytes
     retain: bool
+    body: Any = _UNPARSED  # parsed once on arrival; _UNPARSED when not JSON
 
     def json(self) -> Any:
-        return json.loads(self.payload.decode("utf-8"))
+        if self.body is _UNPARSED:
+            raise ValueError("payload is not JSON")
+        return self.body
+
+
+def _parse(payload: bytes) -> Any:
+    try:
+        return json.loads(payload.decode("utf-8"))
+    except ValueError:
+        return _UNPARSED
 
 
 class MqttProbe:
@@ -42,6 +56,7 @@ class MqttProbe:
         self.client.suppress_exceptions = True
         self.client.reconnect_delay_set(1, 1)
         self.client.on_connect = self._on_connect
+        self.client.on_socket_open = no_delay
         self.client.on_message = self._on_message
         self.client.connect_async(host, port, keepalive=10)
         self.client.loop_start()
@@ -57,8 +72,10 @@ class MqttProbe:
             self._cond.notify_all()
 
     def _on_message(self, _c: paho.Client, _u: Any, msg: paho.MQTTMessage) -> None:
+        payload = bytes(msg.payload)
+        item = Message(msg.topic, payload, bool(msg.retain), _parse(payload))
         with self._cond:
-            self._messages.append(Message(msg.topic, bytes(msg.payload), bool(msg.retain)))
+            self._messages.append(item)
             self._cond.notify_all()
 
     def wait_connected(self, count: int, timeout_s: float = 10.0) -> None:
@@ -88,15 +105,14 @@ class MqttProbe:
     ) -> Any:
         """The JSON body of the first message on `topic` that satisfies `predicate`."""
 
+        checked = 0  # messages already looked at: each wake-up looks only at new ones
+
         def find() -> Any:
-            for msg in self._messages:
-                if msg.topic == topic:
-                    try:
-                        body = msg.json()
-                    except ValueError:
-                        continue
-                    if predicate(body):
-                        return body
+            nonlocal checked
+            for msg in self._messages[checked:]:
+                checked += 1
+                if msg.topic == topic and msg.body is not _UNPARSED and predicate(msg.body):
+                    return msg.body
             return None
 
         with self._cond:
@@ -114,7 +130,7 @@ class MqttProbe:
 
     def messages(self, topic: str) -> list[Any]:
         with self._cond:
-            return [m.json() for m in self._messages if m.topic == topic]
+            return [m.body for m in self._messages if m.topic == topic and m.body is not _UNPARSED]
 
     def close(self) -> None:
         self.client.disconnect()

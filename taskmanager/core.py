@@ -110,8 +110,35 @@ Effect = Command | CancelTask | Emit | Report | Trace | Ignored
 
 @dataclass
 class Board:
+    """Active workflows plus two indexes kept in step with them, so one event costs work in
+    proportion to what it touches: `held` (resource -> task_id holding it) and `ready`
+    (workflow_id -> {step_id: ready_seq} of QUEUED steps whose dependencies completed)."""
+
     workflows: dict[str, Workflow] = field(default_factory=dict)
     next_ready_seq: int = 1
+    held: dict[str, str] = field(default_factory=dict)
+    ready: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def reindex(self, wf: Workflow) -> None:
+        for resource in [r for r, t in self.held.items() if t.rpartition(":")[0] == wf.workflow_id]:
+            del self.held[resource]
+        self.ready.pop(wf.workflow_id, None)
+        if wf.workflow_id not in self.workflows:
+            return
+        for step in wf.steps:
+            if step.status in ACTIVE_STEP and step.resource and step.kind == "task":
+                self.held[step.resource] = step.task_id(wf.workflow_id)
+            elif step.status == "QUEUED" and step.ready_seq is not None:
+                self.ready.setdefault(wf.workflow_id, {})[step.step_id] = step.ready_seq
+
+    @classmethod
+    def of(cls, workflows: list[Workflow]) -> Board:
+        board = cls({wf.workflow_id: wf for wf in workflows})
+        seqs = [s.ready_seq for wf in workflows for s in wf.steps if s.ready_seq is not None]
+        board.next_ready_seq = max(seqs, default=0) + 1
+        for wf in workflows:
+            board.reindex(wf)
+        return board
 
 
 @dataclass(frozen=True)
@@ -125,12 +152,33 @@ class Outcome:
 
 
 class _Ctx:
-    def __init__(self, now: datetime) -> None:
+    def __init__(self, now: datetime, board: Board) -> None:
         self.now = now
+        self.board = board
+        self._owned: set[str] = set()
         self.effects: list[Effect] = []
         self.events: dict[str, list[dict[str, Any]]] = {}
         self.reports: dict[str, list[tuple[dict[str, Any], bool, bool]]] = {}
         self.touched: dict[str, Workflow] = {}
+
+    def own(self, workflow_id: str) -> Workflow:
+        """The workflow, copied on first write: the input board is never mutated. Steps are
+        copied one level deep; the core replaces, never mutates, their dicts and lists."""
+        if workflow_id not in self._owned:
+            old = self.board.workflows[workflow_id]
+            wf = copy.copy(old)
+            wf.steps = [copy.copy(step) for step in old.steps]
+            self.board.workflows[workflow_id] = wf
+            self._owned.add(workflow_id)
+        return self.board.workflows[workflow_id]
+
+    @property
+    def owned(self) -> list[str]:
+        return sorted(self._owned)
+
+    def adopt(self, wf: Workflow) -> None:
+        self.board.workflows[wf.workflow_id] = wf
+        self._owned.add(wf.workflow_id)
 
     def touch(self, wf: Workflow) -> None:
         self.touched.setdefault(wf.workflow_id, wf)
@@ -264,6 +312,9 @@ def _on_callback(board: Board, cb: Callback, ctx: _Ctx) -> None:
     if cb.seq <= step.last_seq:
         ctx.effects.append(Ignored("duplicate", f"{cb.task_id} seq {cb.seq} <= {step.last_seq}"))
         return
+    wf = ctx.own(workflow_id)
+    step = wf.step(step_id)
+    assert step is not None
     step.last_seq = cb.seq
     step.ack_deadline = None
     if cb.progress is not None:
@@ -282,9 +333,28 @@ def _on_callback(board: Board, cb: Callback, ctx: _Ctx) -> None:
         _end_step(wf, step, cb.status, cb.reason, ctx, cb.evidence)
 
 
+def _due(wf: Workflow, now: datetime) -> bool:
+    if wf.ask_deadline and now >= wf.ask_deadline:
+        return True
+    for step in wf.steps:
+        if (
+            step.kind == "wait"
+            and step.status == "RUNNING"
+            and step.wait_until
+            and now >= step.wait_until
+        ):
+            return True
+        if step.status == "DISPATCHED" and step.ack_deadline and now >= step.ack_deadline:
+            return True
+        if step.status in ACTIVE_STEP and step.deadline and now >= step.deadline:
+            return True
+    return False
+
+
 def _on_tick(board: Board, ctx: _Ctx) -> None:
     now = ctx.now
-    for wf in list(board.workflows.values()):
+    for workflow_id in [w for w, wf in board.workflows.items() if _due(wf, now)]:
+        wf = ctx.own(workflow_id)
         for step in wf.steps:
             if (
                 step.kind == "wait"
@@ -317,14 +387,16 @@ def _timeout(wf: Workflow, step: Step, reason: str, ctx: _Ctx) -> None:
 
 
 def _on_cancel(board: Board, ev: Cancel, ctx: _Ctx) -> None:
-    targets = (
-        [board.workflows[ev.workflow_id]]
+    ids = (
+        [ev.workflow_id]
         if ev.workflow_id in board.workflows
-        else (list(board.workflows.values()) if ev.workflow_id is None else [])
+        else (list(board.workflows) if ev.workflow_id is None else [])
     )
-    if ev.workflow_id is not None and not targets:
+    if ev.workflow_id is not None and not ids:
         ctx.effects.append(Ignored("unknown_workflow", f"no active workflow {ev.workflow_id}"))
-    for wf in targets:
+    for workflow_id in ids:
+        assert workflow_id is not None
+        wf = ctx.own(workflow_id)
         wf.cancel_reason = ev.reason
         wf.awaiting_decision, wf.question, wf.ask_deadline = None, None, None
         for step in wf.steps:
@@ -346,10 +418,10 @@ def _dependants(wf: Workflow, step_id: str) -> list[Step]:
 
 
 def _on_decide(board: Board, ev: Decide, ctx: _Ctx) -> None:
-    wf = board.workflows.get(ev.workflow_id)
-    if wf is None:
+    if ev.workflow_id not in board.workflows:
         ctx.effects.append(Ignored("unknown_workflow", f"no active workflow {ev.workflow_id}"))
         return
+    wf = ctx.own(ev.workflow_id)
     failed_id, wf.awaiting_decision = wf.awaiting_decision, None
     failed = wf.step(failed_id) if failed_id else None
     kind = ev.kind
@@ -391,57 +463,81 @@ def _on_decide(board: Board, ev: Decide, ctx: _Ctx) -> None:
 # --- settling -------------------------------------------------------------------------------
 
 
-def _cancel_orphans(wf: Workflow, ctx: _Ctx) -> None:
-    changed = True
-    while changed:
-        changed = False
-        ended = {s.step_id: s for s in wf.steps if s.terminal and s.status != "COMPLETED"}
+def _orphans(wf: Workflow) -> list[str]:
+    """QUEUED steps that can never run: a dependency ended without completing (and is not
+    waiting on a supervisor decision)."""
+    ended = {s.step_id for s in wf.steps if s.terminal and s.status != "COMPLETED"}
+    return [
+        s.step_id
+        for s in wf.steps
+        if s.status == "QUEUED"
+        and any(d in ended and d != wf.awaiting_decision for d in s.depends_on)
+    ]
+
+
+def _cancel_orphans(workflow_id: str, ctx: _Ctx) -> None:
+    if not _orphans(ctx.board.workflows[workflow_id]):
+        return
+    wf = ctx.own(workflow_id)
+    while orphans := _orphans(wf):
+        for step_id in orphans:
+            step = wf.step(step_id)
+            assert step is not None
+            _cancel_step(wf, step, "dependency", ctx)
+
+
+def _mark_ready(board: Board, ctx: _Ctx) -> None:
+    """Give newly ready steps of the workflows this event changed their place in line."""
+    for workflow_id in ctx.owned:
+        wf = board.workflows.get(workflow_id)
+        if wf is None:
+            continue
+        done = {s.step_id for s in wf.steps if s.status == "COMPLETED"}
         for step in wf.steps:
-            if step.status != "QUEUED":
-                continue
-            blocking = [d for d in step.depends_on if d in ended and d != wf.awaiting_decision]
-            if blocking:
-                _cancel_step(wf, step, "dependency", ctx)
-                changed = True
+            if (
+                step.status == "QUEUED"
+                and step.ready_seq is None
+                and all(d in done for d in step.depends_on)
+            ):
+                step.ready_seq = board.next_ready_seq
+                board.next_ready_seq += 1
+                ctx.touch(wf)
+        board.reindex(wf)
 
 
 def _dispatch(board: Board, ctx: _Ctx) -> None:
-    held = {
-        s.resource
-        for wf in board.workflows.values()
-        for s in wf.steps
-        if s.status in ACTIVE_STEP and s.resource
-    }
-    ordered = sorted(
-        board.workflows.values(), key=lambda w: (w.created_at or ctx.now, w.workflow_id)
+    """Start ready steps in FIFO order of readiness, each once its resource is free."""
+    line = sorted(
+        (seq, wf_id, step_id)
+        for wf_id, steps in board.ready.items()
+        for step_id, seq in steps.items()
     )
-    ready: list[tuple[int, Workflow, Step]] = []
-    for wf in ordered:
-        done = {s.step_id for s in wf.steps if s.status == "COMPLETED"}
-        for step in wf.steps:
-            if step.status == "QUEUED" and all(d in done for d in step.depends_on):
-                if step.ready_seq is None:
-                    step.ready_seq = board.next_ready_seq
-                    board.next_ready_seq += 1
-                    ctx.touch(wf)
-                ready.append((step.ready_seq, wf, step))
-    for _seq, wf, step in sorted(ready, key=lambda r: r[0]):
-        if step.kind == "wait":
-            step.status = "RUNNING"
-            step.wait_until = ctx.now + timedelta(seconds=step.wait_s)
-            ctx.step_event(wf, step, "RUNNING", "wait")
+    for _seq, workflow_id, step_id in line:
+        current = board.workflows[workflow_id].step(step_id)
+        assert current is not None
+        if current.kind == "task" and current.resource and current.resource in board.held:
             continue
-        if step.resource and step.resource in held:
-            continue
-        if step.resource:
-            held.add(step.resource)
-        step.status = "DISPATCHED"
-        step.attempt += 1
-        step.dispatched_at = ctx.now
-        step.ack_deadline = ctx.now + timedelta(seconds=step.ack_timeout_s)
-        step.deadline = ctx.now + timedelta(seconds=step.timeout_s)
-        ctx.effects.append(Command(step.capability_id, command_payload(wf, step)))
-        ctx.step_event(wf, step, "DISPATCHED")
+        wf = ctx.own(workflow_id)
+        target = wf.step(step_id)
+        assert target is not None
+        _start(wf, target, ctx)
+        board.reindex(wf)
+
+
+def _start(wf: Workflow, step: Step, ctx: _Ctx) -> None:
+    """Start a ready step whose resource is free: a wait begins, a task is dispatched."""
+    if step.kind == "wait":
+        step.status = "RUNNING"
+        step.wait_until = ctx.now + timedelta(seconds=step.wait_s)
+        ctx.step_event(wf, step, "RUNNING", "wait")
+        return
+    step.status = "DISPATCHED"
+    step.attempt += 1
+    step.dispatched_at = ctx.now
+    step.ack_deadline = ctx.now + timedelta(seconds=step.ack_timeout_s)
+    step.deadline = ctx.now + timedelta(seconds=step.timeout_s)
+    ctx.effects.append(Command(step.capability_id, command_payload(wf, step)))
+    ctx.step_event(wf, step, "DISPATCHED")
 
 
 def command_payload(wf: Workflow, step: Step) -> dict[str, Any]:
@@ -512,6 +608,7 @@ def _finish(board: Board, ctx: _Ctx) -> list[Workflow]:
             )
         if wf.terminal:
             board.workflows.pop(wf.workflow_id, None)
+            board.reindex(wf)
             if wf.status != old:
                 ctx.effects.append(Trace(wf.workflow_id, "finished", {"status": wf.status}))
         changed.append(wf)
@@ -536,14 +633,16 @@ def report_body(wf: Workflow, event: dict[str, Any], decision: bool) -> dict[str
 
 
 def decide(board: Board, event: Event, now: datetime) -> Outcome:
-    new = copy.deepcopy(board)
-    ctx = _Ctx(now)
+    new = Board(
+        dict(board.workflows), board.next_ready_seq, dict(board.held), dict(board.ready)
+    )  # workflows copied on write
+    ctx = _Ctx(now, new)
     if isinstance(event, Submit):
         if event.workflow.workflow_id in new.workflows:
             ctx.effects.append(Ignored("duplicate", f"{event.workflow.workflow_id} is active"))
         else:
             wf = copy.deepcopy(event.workflow)
-            new.workflows[wf.workflow_id] = wf
+            ctx.adopt(wf)
             ctx.wf_event(wf, "WORKFLOW_ACCEPTED", wf.experience_refusal)
             ctx.trace(
                 wf,
@@ -559,8 +658,10 @@ def decide(board: Board, event: Event, now: datetime) -> Outcome:
         _on_cancel(new, event, ctx)
     else:
         _on_decide(new, event, ctx)
-    for wf in list(new.workflows.values()):
-        _cancel_orphans(wf, ctx)
+    for workflow_id in ctx.owned:  # orphans appear only where a step just ended
+        if workflow_id in new.workflows:
+            _cancel_orphans(workflow_id, ctx)
+    _mark_ready(new, ctx)
     _dispatch(new, ctx)
     changed = _finish(new, ctx)
     return Outcome(new, ctx.effects, changed)

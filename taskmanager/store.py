@@ -56,13 +56,7 @@ class WorkflowStore:
         rows = self._db.execute(
             f"SELECT doc FROM workflows WHERE status NOT IN {TERMINAL_SQL} ORDER BY created_at"
         ).fetchall()
-        board = Board()
-        for (doc,) in rows:
-            wf = workflow_from_json(json.loads(doc))
-            board.workflows[wf.workflow_id] = wf
-            seqs = [s.ready_seq for s in wf.steps if s.ready_seq is not None]
-            board.next_ready_seq = max([board.next_ready_seq, *(q + 1 for q in seqs)])
-        return board
+        return Board.of([workflow_from_json(json.loads(doc)) for (doc,) in rows])
 
     def save(self, wf: Workflow, now: datetime) -> None:
         created = iso(wf.created_at or now)

@@ -35,6 +35,8 @@ def test_rows_live_until_puback_and_are_resent_after_restart(tmp_path: Path) -> 
     assert outbox.flush() == 0  # handed once per process
     assert wire.sent[0] == ("a/b", '{"text":"안방"}'.encode(), 1, False)
     outbox.on_published(1)
+    assert outbox.pending() == 2  # deleted by the next reap, in one transaction
+    assert outbox.reap() == 1
     assert outbox.pending() == 1
     db.close()
 
