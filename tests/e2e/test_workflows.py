@@ -322,3 +322,30 @@ def test_workflows_cli_list_trace_and_cancel(
             {"task_id": "wf-2:step_move", "workflow_id": "wf-2", "reason": "user"} in d.cancels
         )
     )
+
+
+def test_terminal_reports_go_to_the_sync_outbox_when_the_cloud_is_away(
+    tmp_path: Path, runtime_factory: RuntimeFactory, probe: MqttProbe, devices: DeviceAgents
+) -> None:
+    from sim.broker import free_port
+
+    runtime_factory(
+        cloud_url=f"http://127.0.0.1:{free_port()}", taskmanager={"events_deadline_s": 0.3}
+    )
+    pushed = {
+        "workflow_id": "wf-away",
+        "steps": [
+            {
+                "step_id": "say",
+                "capability_id": "speaker",
+                "operation_id": "say",
+                "args": {"text": "안녕하세요"},
+            }
+        ],
+    }
+    probe.publish(f"{ROOT}/workflow/request", pushed)
+    workflow_status(probe, "wf-away", "WORKFLOW_COMPLETED")  # the robot does not wait
+    sql = "SELECT payload FROM sync_outbox WHERE kind = 'task_terminal'"
+    rows = eventually(lambda: len(db_rows(tmp_path, sql)) == 2 and db_rows(tmp_path, sql))
+    statuses = sorted(json.loads(p)["event"]["status"] for (p,) in rows)
+    assert statuses == ["COMPLETED", "WORKFLOW_COMPLETED"]
