@@ -1,7 +1,7 @@
 """Snapshot build on a year of history: ours (bounded, indexed reads) vs. a naive build that
 loads every row and trims in Python. Prints figures; asserts nothing.
 
-    .venv/bin/python bench/snapshot.py [--builds 1000]
+    .venv/bin/python -m bench.snapshot [--builds 1000]
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import sqlite_utils
 from a2a_common.clock import ManualClock, iso
 from a2a_common.jsonx import canonical
 from a2a_common.sqlite import open_state_db
+from bench.benchlib import pct
 from cache.memory import Memory, MemoryPolicy
 from cache.model import CacheView, DailySummary, PairView, ProfileView, SyncPosition
 from cache.snapshot import build_snapshot
@@ -146,10 +147,6 @@ def timed(fn: object, runs: int) -> list[float]:
         fn()  # type: ignore[operator]
         out.append((time.perf_counter() - t0) * 1000)
     return sorted(out)
-
-
-def pct(values: list[float], p: float) -> float:
-    return values[min(len(values) - 1, int(len(values) * p))]
 
 
 def main() -> None:

@@ -2,7 +2,7 @@
 instant device agent; and, side by side, persist-queue's SQLiteAckQueue put → get → ack for the
 same number of items. Prints figures; asserts nothing.
 
-    .venv/bin/pip install -e '.[bench]' && .venv/bin/python bench/taskmanager.py [--workflows 2000]
+    .venv/bin/pip install -e '.[bench]' && .venv/bin/python -m bench.taskmanager [--workflows 2000]
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from pathlib import Path
 
 import persistqueue
 
+from bench.benchlib import pct
 from sim.broker import Mosquitto
 from sim.cloud import SimCloud
 from sim.devices import Behavior, DeviceAgents
@@ -44,11 +45,6 @@ def two_step(n: int) -> dict[str, object]:
             },
         ],
     }
-
-
-def pct(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(len(ordered) * p))]
 
 
 def ours(count: int, work: Path, one_by_one: int) -> tuple[float, list[float], list[float]]:

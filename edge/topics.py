@@ -14,6 +14,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 
+from taskmanager.model import CallbackStatus
+
 
 class _Inbound(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
@@ -33,18 +35,11 @@ class DeviceContextMsg(BaseModel):
 
 
 class TaskCallbackMsg(_Inbound):
+    """SPEC §2.2; `status` is one of the TaskManager's callback statuses."""
+
     task_id: StrictStr = Field(min_length=3, max_length=200, pattern=r"^[^:]+:[^:]+$")
     seq: int = Field(ge=0, le=2**53)
-    status: Literal[
-        "RUNNING",
-        "PROGRESS",
-        "COMPLETED",
-        "FAILED",
-        "BLOCKED",
-        "TIMEOUT",
-        "NEEDS_USER_INPUT",
-        "CANCELLED",
-    ]
+    status: CallbackStatus
     progress: float | None = Field(None, ge=0, le=100)
     reason: StrictStr | None = Field(None, max_length=200)
     evidence: dict[str, Any] | None = None

@@ -15,9 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import paho.mqtt.client as paho
-from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
 
-from edge.mqtt import no_delay
+from sim.mqttc import start_client
 
 
 @dataclass(frozen=True)
@@ -72,19 +71,10 @@ class DeviceAgents:
         self.received_at: dict[str, float] = {}  # monotonic, first delivery of each command
         self.completed_at: dict[str, float] = {}  # monotonic, COMPLETED published (instant)
         self._lock = threading.Condition()
-        self.client = paho.Client(
-            callback_api_version=CallbackAPIVersion.VERSION2,
-            client_id=f"sim-devices-{root.replace('/', '-')}",
-            protocol=MQTTProtocolVersion.MQTTv5,
-        )
-        self.client.suppress_exceptions = True
-        self.client.reconnect_delay_set(1, 1)
-        self.client.on_connect = self._on_connect
-        self.client.on_socket_open = no_delay
-        self.client.on_message = self._on_message
         self._connected = threading.Event()
-        self.client.connect_async(host, port, keepalive=10)
-        self.client.loop_start()
+        self.client = start_client(
+            host, port, f"sim-devices-{root.replace('/', '-')}", self._on_connect, self._on_message
+        )
         if not self._connected.wait(10):
             raise TimeoutError("device agents could not connect")
 

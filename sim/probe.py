@@ -13,9 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import paho.mqtt.client as paho
-from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
 
-from edge.mqtt import no_delay
+from sim.mqttc import start_client
 
 _UNPARSED = object()
 
@@ -48,18 +47,7 @@ class MqttProbe:
         self._messages: list[Message] = []
         self._cond = threading.Condition()
         self._connects = 0
-        self.client = paho.Client(
-            callback_api_version=CallbackAPIVersion.VERSION2,
-            client_id=client_id,
-            protocol=MQTTProtocolVersion.MQTTv5,
-        )
-        self.client.suppress_exceptions = True
-        self.client.reconnect_delay_set(1, 1)
-        self.client.on_connect = self._on_connect
-        self.client.on_socket_open = no_delay
-        self.client.on_message = self._on_message
-        self.client.connect_async(host, port, keepalive=10)
-        self.client.loop_start()
+        self.client = start_client(host, port, client_id, self._on_connect, self._on_message)
         self.wait_connected(1)
 
     def _on_connect(self, client: paho.Client, _u: Any, _f: Any, reason: Any, _p: Any) -> None:

@@ -235,18 +235,19 @@ def _step_report(wf: Workflow, step: Step) -> dict[str, Any]:
 # --- transitions ----------------------------------------------------------------------------
 
 
+def _cancel_task(wf: Workflow, step: Step, reason: str) -> CancelTask:
+    """`P/task/cancel/<capability>` for a dispatched task (SPEC §2)."""
+    payload = {
+        "task_id": step.task_id(wf.workflow_id),
+        "workflow_id": wf.workflow_id,
+        "reason": reason,
+    }
+    return CancelTask(step.capability_id, payload)
+
+
 def _cancel_step(wf: Workflow, step: Step, reason: str, ctx: _Ctx) -> None:
     if step.status in ACTIVE_STEP and step.kind == "task":
-        ctx.effects.append(
-            CancelTask(
-                step.capability_id,
-                {
-                    "task_id": step.task_id(wf.workflow_id),
-                    "workflow_id": wf.workflow_id,
-                    "reason": reason,
-                },
-            )
-        )
+        ctx.effects.append(_cancel_task(wf, step, reason))
     step.status, step.reason = "CANCELLED", reason
     step.ack_deadline = step.deadline = step.wait_until = None
     if reason == "pui":
@@ -333,22 +334,25 @@ def _on_callback(board: Board, cb: Callback, ctx: _Ctx) -> None:
         _end_step(wf, step, cb.status, cb.reason, ctx, cb.evidence)
 
 
+def _expired(step: Step, now: datetime) -> str | None:
+    """Which of the step's instants has passed: `wait_done`, `ack_timeout`, `timeout`."""
+    if (
+        step.kind == "wait"
+        and step.status == "RUNNING"
+        and step.wait_until
+        and now >= step.wait_until
+    ):
+        return "wait_done"
+    if step.status == "DISPATCHED" and step.ack_deadline and now >= step.ack_deadline:
+        return "ack_timeout"
+    if step.status in ACTIVE_STEP and step.deadline and now >= step.deadline:
+        return "timeout"
+    return None
+
+
 def _due(wf: Workflow, now: datetime) -> bool:
-    if wf.ask_deadline and now >= wf.ask_deadline:
-        return True
-    for step in wf.steps:
-        if (
-            step.kind == "wait"
-            and step.status == "RUNNING"
-            and step.wait_until
-            and now >= step.wait_until
-        ):
-            return True
-        if step.status == "DISPATCHED" and step.ack_deadline and now >= step.ack_deadline:
-            return True
-        if step.status in ACTIVE_STEP and step.deadline and now >= step.deadline:
-            return True
-    return False
+    asked = wf.ask_deadline is not None and now >= wf.ask_deadline
+    return asked or any(_expired(step, now) for step in wf.steps)
 
 
 def _on_tick(board: Board, ctx: _Ctx) -> None:
@@ -356,34 +360,15 @@ def _on_tick(board: Board, ctx: _Ctx) -> None:
     for workflow_id in [w for w, wf in board.workflows.items() if _due(wf, now)]:
         wf = ctx.own(workflow_id)
         for step in wf.steps:
-            if (
-                step.kind == "wait"
-                and step.status == "RUNNING"
-                and step.wait_until
-                and now >= step.wait_until
-            ):
+            expired = _expired(step, now)
+            if expired == "wait_done":
                 _end_step(wf, step, "COMPLETED", None, ctx)
-            elif step.status == "DISPATCHED" and step.ack_deadline and now >= step.ack_deadline:
-                _timeout(wf, step, "ack_timeout", ctx)
-            elif step.status in ACTIVE_STEP and step.deadline and now >= step.deadline:
-                _timeout(wf, step, "timeout", ctx)
+            elif expired is not None:
+                ctx.effects.append(_cancel_task(wf, step, "timeout"))
+                _end_step(wf, step, "TIMEOUT", expired, ctx)
         if wf.ask_deadline and now >= wf.ask_deadline:
             wf.ask_deadline, wf.question, wf.awaiting_decision = None, None, None
             ctx.trace(wf, "ask_expired")
-
-
-def _timeout(wf: Workflow, step: Step, reason: str, ctx: _Ctx) -> None:
-    ctx.effects.append(
-        CancelTask(
-            step.capability_id,
-            {
-                "task_id": step.task_id(wf.workflow_id),
-                "workflow_id": wf.workflow_id,
-                "reason": "timeout",
-            },
-        )
-    )
-    _end_step(wf, step, "TIMEOUT", reason, ctx)
 
 
 def _on_cancel(board: Board, ev: Cancel, ctx: _Ctx) -> None:

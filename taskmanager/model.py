@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from a2a_common.clock import iso, parse_iso
 
@@ -26,7 +26,7 @@ StepStatus = Literal[
 WorkflowStatus = Literal[
     "accepted", "running", "waiting_user", "completed", "failed", "cancelled", "rejected"
 ]
-CALLBACK_STATUSES = (
+CallbackStatus = Literal[
     "RUNNING",
     "PROGRESS",
     "COMPLETED",
@@ -35,7 +35,8 @@ CALLBACK_STATUSES = (
     "TIMEOUT",
     "NEEDS_USER_INPUT",
     "CANCELLED",
-)
+]
+CALLBACK_STATUSES: tuple[str, ...] = get_args(CallbackStatus)
 TERMINAL_STEP = frozenset({"COMPLETED", "FAILED", "BLOCKED", "TIMEOUT", "CANCELLED"})
 FAILURE_STEP = frozenset({"FAILED", "BLOCKED", "TIMEOUT"})
 ACTIVE_STEP = frozenset({"DISPATCHED", "RUNNING", "NEEDS_USER_INPUT"})

@@ -13,33 +13,13 @@ from sim.cloud import SimCloud
 from sim.devices import Behavior, DeviceAgents
 from sim.probe import MqttProbe
 from tests.conftest import ROOT, RuntimeFactory, eventually
+from tests.taskmanager.helpers import MOVE_PURIFY
 
 TURN_REQ, TURN_RESP = f"{ROOT}/turn/request", f"{ROOT}/turn/response"
 EVENTS = f"{ROOT}/workflow/event"
 MOVE, PURIFY = "wf-seed:step_move", "wf-seed:step_purify"
 
-SEED_WORKFLOW = {
-    "workflow_id": "wf-seed",
-    "plan_id": "room_clean",
-    "steps": [
-        {
-            "step_id": "step_move",
-            "capability_id": "mobility",
-            "operation_id": "move_to_room",
-            "args": {"room": "안방"},
-            "depends_on": [],
-            "timeout_s": 120,
-        },
-        {
-            "step_id": "step_purify",
-            "capability_id": "air_purifier",
-            "operation_id": "start",
-            "args": {"mode": "auto"},
-            "depends_on": ["step_move"],
-        },
-    ],
-    "experience": None,
-}
+SEED_WORKFLOW = {**MOVE_PURIFY, "workflow_id": "wf-seed"}
 
 
 def db_rows(tmp_path: Path, sql: str) -> list[tuple[Any, ...]]:
