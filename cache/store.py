@@ -121,10 +121,7 @@ class CacheStore:
                 [changes.session_summary, session_id],
             )
         if changes.sync is not None:
-            self._db.execute(
-                "UPDATE sync_position SET cursor = ?, version = ? WHERE id = 1",
-                [changes.sync.cursor, changes.sync.version],
-            )
+            self.set_sync(changes.sync)
 
     # --- device state and sync position ------------------------------------------------------
     def state(self, key: str, default: Any = None) -> Any:
@@ -136,6 +133,17 @@ class CacheStore:
             "INSERT INTO device_state (key, value) VALUES (?, ?)"
             " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
             [key, jsonx.dumps(value)],
+        )
+
+    def set_sync(self, position: SyncPosition) -> None:
+        self._db.execute(
+            "UPDATE sync_position SET cursor = ?, version = ? WHERE id = 1",
+            [position.cursor, position.version],
+        )
+
+    def mark_synced(self, pair_ids: list[str]) -> None:
+        self._db.conn.executemany(
+            "UPDATE pairs SET synced = 1 WHERE pair_id = ?", [(p,) for p in pair_ids]
         )
 
     def sync_position(self) -> SyncPosition:

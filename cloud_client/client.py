@@ -11,7 +11,13 @@ import httpx
 from pydantic import ValidationError
 
 from a2a_common import jsonx
-from cloud_client.errors import CloudBadResponse, CloudRejected, CloudTransient, CloudUnavailable
+from cloud_client.errors import (
+    CloudBadResponse,
+    CloudError,
+    CloudRejected,
+    CloudTransient,
+    CloudUnavailable,
+)
 from cloud_client.models import TurnRequest, TurnResponse
 from cloud_client.retry import retrying
 
@@ -42,6 +48,12 @@ class CloudClient:
             transport=transport,
             follow_redirects=False,
         )
+        self._unreachable = False
+
+    @property
+    def unreachable(self) -> bool:
+        """The last request found no cloud (it may be gone for days)."""
+        return self._unreachable
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -77,14 +89,28 @@ class CloudClient:
             async with asyncio.timeout(deadline_s):
                 async for attempt in retrying(within_s=deadline_s, max_attempts=max_attempts):
                     with attempt:
-                        return await self._attempt(path, content)
+                        answer = await self._attempt(path, content)
+                        self._unreachable = False
+                        return answer
         except TimeoutError as exc:
+            self._unreachable = True
             raise CloudUnavailable(f"no answer from {path} within {deadline_s:g}s") from exc
+        except CloudUnavailable:
+            self._unreachable = True
+            raise
+        except CloudError:
+            self._unreachable = False  # it answered, just not well
+            raise
         raise CloudUnavailable(f"no answer from {path}")  # pragma: no cover - reraise=True
 
-    async def turn(self, request: TurnRequest, *, deadline_s: float) -> TurnResponse:
+    async def turn(
+        self, request: TurnRequest, *, deadline_s: float, max_attempts: int = 5
+    ) -> TurnResponse:
         status, body = await self.post_json(
-            TURN_PATH, request.model_dump(mode="json"), deadline_s=deadline_s
+            TURN_PATH,
+            request.model_dump(mode="json"),
+            deadline_s=deadline_s,
+            max_attempts=max_attempts,
         )
         if status != 200 or not isinstance(body, dict):
             raise CloudBadResponse(f"turn answered HTTP {status} without a response object")

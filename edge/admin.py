@@ -3,9 +3,11 @@ one writer); only when no service is online do they open the DB for writing them
 
 from __future__ import annotations
 
+import asyncio
 import json
 import ssl
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import paho.mqtt.client as paho
@@ -14,10 +16,13 @@ from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
 from a2a_common.clock import SystemClock
 from a2a_common.ids import new_ulid
 from a2a_common.sqlite import open_state_db
+from cache.memory import Memory
 from edge.config import Secrets, Settings
 from edge.mqtt import no_delay
 from edge.outbound import DurableOutbox
 from edge.schema import MIGRATIONS
+from sync.outbox import SyncOutbox
+from sync.replay import Replayer
 from taskmanager.catalog import load_catalog
 from taskmanager.service import TaskManager
 
@@ -112,5 +117,73 @@ def cancel_offline(settings: Settings, workflow_id: str) -> dict[str, Any]:
         if result.ignored:
             return {"ok": False, "error": f"no active workflow {workflow_id}"}
         return {"ok": True, "result": {"cancelled": [w.workflow_id for w in result.finished]}}
+    finally:
+        db.close()
+
+
+def replay_offline(
+    settings: Settings,
+    secrets: Secrets,
+    *,
+    requeue_dead: bool,
+    progress: Callable[[int, int], None],
+) -> dict[str, Any]:
+    """No service runs: replay from this process (three tries per batch, then give up)."""
+    from cloud_client.client import CloudClient
+    from cloud_client.errors import CloudUnavailable
+    from edge.sync_sink import MemorySyncSink
+    from edge.wiring import memory_policy
+
+    clock = SystemClock()
+    db = open_state_db(
+        settings.state_db_path,
+        MIGRATIONS,
+        synchronous=settings.storage.synchronous,
+        busy_timeout_ms=settings.storage.busy_timeout_ms,
+    )
+    outbox = SyncOutbox(db=db, clock=clock)
+    cloud = CloudClient(
+        base_url=settings.cloud.base_url,
+        token=secrets.cloud_token,
+        connect_timeout_s=settings.cloud.connect_timeout_s,
+        read_timeout_s=settings.cloud.read_timeout_s,
+        verify_tls=settings.cloud.verify_tls,
+    )
+    memory = Memory(db=db, clock=clock, policy=memory_policy(settings))
+    replayer = Replayer(
+        db=db,
+        clock=clock,
+        outbox=outbox,
+        poster=cloud,
+        sink=MemorySyncSink(memory),
+        device_id=settings.device_id,
+        batch_size=settings.sync.batch_size,
+        deadline_s=settings.sync.deadline_s,
+        max_backoff_s=2.0,
+    )
+
+    async def go() -> dict[str, Any]:
+        try:
+            requeued = 0
+            if requeue_dead:
+                with db.atomic():
+                    requeued = outbox.requeue_dead()
+            try:
+                sent = await replayer.drain(attempts=3, progress=progress)
+                error = None
+            except CloudUnavailable as exc:
+                sent, error = 0, str(exc)
+            result = {
+                "sent": sent,
+                "pending": outbox.pending(),
+                "requeued": requeued,
+                "dead": outbox.dead_count(),
+            }
+            return {"ok": error is None, "result": result, **({"error": error} if error else {})}
+        finally:
+            await cloud.aclose()
+
+    try:
+        return asyncio.run(go())
     finally:
         db.close()

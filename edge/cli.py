@@ -165,6 +165,71 @@ def cmd_workflows_cancel(args: argparse.Namespace) -> int:
     return 0 if answer.get("ok") else 1
 
 
+def cmd_sync_status(args: argparse.Namespace) -> int:
+    from edge import inspect
+
+    _print(inspect.sync_status(_settings(args)), args.json)
+    return 0
+
+
+class _Bar:
+    """A progress bar on stderr, shown only when there are many writes to send."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.shown = total > 100
+
+    def __call__(self, done: int, pending: int) -> None:
+        if not self.shown:
+            return
+        total = max(self.total, done + pending)
+        filled = int(30 * done / total) if total else 30
+        sys.stderr.write(f"\r[{'#' * filled}{'.' * (30 - filled)}] {done}/{total}")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.shown:
+            sys.stderr.write("\n")
+
+
+def cmd_sync_replay(args: argparse.Namespace) -> int:
+    import time
+
+    from edge import admin, inspect
+
+    settings = _settings(args)
+    secrets = load_secrets(settings)
+    before = inspect.sync_status(settings)["pending"]
+    bar = _Bar(before)
+    answer = admin.ask_service(
+        settings, secrets, "sync.replay", {"requeue_dead": args.requeue_dead}
+    )
+    if answer is None:
+        answer = admin.replay_offline(
+            settings, secrets, requeue_dead=args.requeue_dead, progress=bar
+        )
+    elif answer.get("ok"):  # the service sends; follow its progress read-only
+        total = answer["result"]["pending"]
+        bar = _Bar(total)
+        last, still = total, time.monotonic()
+        while (
+            pending := inspect.sync_status(settings)["pending"]
+        ) and time.monotonic() - still < args.stall_s:
+            if pending != last:
+                last, still = pending, time.monotonic()
+            bar(total - pending, pending)
+            time.sleep(0.2)
+        answer["result"]["pending"] = pending
+    bar.close()
+    if args.json:
+        _print(answer, True)
+    else:
+        print(json.dumps(answer.get("result", {}), ensure_ascii=False))
+        if answer.get("error"):
+            print(f"a2a-edge: {answer['error']}", file=sys.stderr)
+    return 0 if answer.get("ok") else 1
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from sim.demo import run_demo
 
@@ -172,10 +237,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_sim_cloud(args: argparse.Namespace) -> int:
-    from sim.cloud import serve_forever
+    from sim.cloud import Faults, serve_forever
 
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
-    serve_forever(args.host, args.port)
+    faults = Faults(
+        latency_s=args.latency_s, status=args.status, drop=args.down, malformed=args.malformed
+    )
+    serve_forever(args.host, args.port, faults)
     return 0
 
 
@@ -218,6 +286,23 @@ def parser() -> argparse.ArgumentParser:
         cmd.add_argument("--config")
         cmd.add_argument("--json", action="store_true")
 
+    sync = sub.add_parser("sync", help="the pending-sync outbox")
+    sync_sub = sync.add_subparsers(dest="sync_command", required=True)
+    sync_status = sync_sub.add_parser("status", help="pending, in flight, dead letters, cursor")
+    sync_status.set_defaults(func=cmd_sync_status)
+    replay = sync_sub.add_parser("replay", help="send the outbox now")
+    replay.add_argument("--requeue-dead", action="store_true", help="dead letters go again")
+    replay.add_argument(
+        "--stall-s",
+        type=float,
+        default=30.0,
+        help="stop following the service when nothing moved this long",
+    )
+    replay.set_defaults(func=cmd_sync_replay)
+    for cmd in (sync_status, replay):
+        cmd.add_argument("--config")
+        cmd.add_argument("--json", action="store_true")
+
     demo = sub.add_parser("demo", help="broker + sim cloud + runtime on this machine, one turn")
     demo.add_argument("--verbose", action="store_true", help="show the runtime's log")
     demo.set_defaults(func=cmd_demo)
@@ -227,6 +312,10 @@ def parser() -> argparse.ArgumentParser:
     cloud = sim_sub.add_parser("cloud", help="the reference cloud planner (HTTP)")
     cloud.add_argument("--host", default="127.0.0.1")
     cloud.add_argument("--port", type=int, default=18080)
+    cloud.add_argument("--latency-s", type=float, default=0.0, help="delay every answer")
+    cloud.add_argument("--status", type=int, default=None, help="answer every request so")
+    cloud.add_argument("--down", action="store_true", help="drop every connection")
+    cloud.add_argument("--malformed", action="store_true", help="answer truncated JSON")
     cloud.set_defaults(func=cmd_sim_cloud)
     return top
 

@@ -15,7 +15,14 @@ from pathlib import Path
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from edge.errors import ConfigError
 
@@ -56,6 +63,7 @@ class CloudSettings(_Section):
     connect_timeout_s: float = Field(2.0, gt=0, le=60)
     read_timeout_s: float = Field(4.0, gt=0, le=300)
     verify_tls: bool = True
+    offline_probe_s: float = Field(0.5, gt=0, le=60)  # a turn's try while the cloud is away
 
 
 class PromotionSettings(_Section):
@@ -89,6 +97,50 @@ class PrivacySettings(_Section):
 
 class SyncSettings(_Section):
     batch_size: int = Field(100, ge=1, le=1000)
+    deadline_s: float = Field(10.0, gt=0, le=300)  # one sync request, retries included
+    max_backoff_s: float = Field(60.0, gt=0, le=3600)
+    warn_pending: int = Field(1000, ge=1)  # warn on P/runtime/status past this many writes
+    warn_age_s: int = Field(86400, ge=1)  # ... or when the oldest unsent write is this old
+
+
+class OfflineIntent(_Section):
+    """An utterance the robot handles itself while the cloud is away (matched as substrings)."""
+
+    name: str = Field(min_length=1, max_length=64)
+    words: list[str] = Field(min_length=1)
+    action: Literal["cancel", "task"]
+    capability_id: str = ""
+    operation_id: str = ""
+    args: dict[str, Any] = {}
+    reply: str = Field(min_length=1, max_length=500)
+
+    @model_validator(mode="after")
+    def _task_names_an_operation(self) -> OfflineIntent:
+        if self.action == "task" and not (self.capability_id and self.operation_id):
+            raise ValueError("a task intent needs capability_id and operation_id")
+        return self
+
+
+DEFAULT_INTENTS = [
+    OfflineIntent(
+        name="stop",
+        words=["멈춰", "그만", "취소", "정지"],
+        action="cancel",
+        reply="알겠어요, 멈출게요.",
+    ),
+    OfflineIntent(
+        name="dock",
+        words=["충전하러 가", "복귀"],
+        action="task",
+        capability_id="mobility",
+        operation_id="return_to_dock",
+        reply="충전하러 갈게요.",
+    ),
+]
+
+
+class OfflineSettings(_Section):
+    intents: list[OfflineIntent] = DEFAULT_INTENTS
 
 
 class TaskManagerSettings(_Section):
@@ -121,6 +173,7 @@ class Settings(_Section):
     sync: SyncSettings = SyncSettings()
     privacy: PrivacySettings = PrivacySettings()
     taskmanager: TaskManagerSettings = TaskManagerSettings()
+    offline: OfflineSettings = OfflineSettings()
     storage: StorageSettings = StorageSettings()
     log: LogSettings = LogSettings()
 

@@ -9,12 +9,13 @@ from typing import Any
 
 import sqlite_utils
 
-from a2a_common.clock import SystemClock
+from a2a_common.clock import SystemClock, iso
 from a2a_common.jsonx import canonical
 from a2a_common.sqlite import open_readonly, schema_version
-from cache.memory import Memory
+from cache.memory import Memory, MemoryPolicy
 from edge.config import Settings
 from edge.schema import MIGRATIONS
+from sync.outbox import SyncOutbox
 from taskmanager.store import WorkflowStore
 
 
@@ -43,6 +44,7 @@ def status(settings: Settings) -> dict[str, Any]:
             "turns_pending": _count(db, "SELECT count(*) FROM pairs WHERE status = 'pending'"),
             "mqtt_outbox": _count(db, "SELECT count(*) FROM mqtt_outbox"),
             "sync_outbox": _count(db, "SELECT count(*) FROM sync_outbox"),
+            "sync_dead_letters": _count(db, "SELECT count(*) FROM sync_dead"),
             "sync": {"cursor": cursor, "version": version},
         }
 
@@ -122,3 +124,28 @@ def workflow_trace(settings: Settings, workflow_id: str) -> dict[str, Any] | Non
         if doc is None:
             return None
         return {"workflow": doc, "timeline": store.timeline(workflow_id)}
+
+
+def sync_status(settings: Settings) -> dict[str, Any]:
+    from edge.runtime import seconds_between
+
+    with readonly_db(settings) as db:
+        outbox = SyncOutbox(db=db, clock=SystemClock())
+        position = Memory(db=db, clock=SystemClock(), policy=MemoryPolicy()).sync_position()
+        sync = settings.sync
+        return {
+            "pending": outbox.pending(),
+            "in_flight": int(outbox.meta("in_flight") or 0),
+            "dead_letters": outbox.dead_count(),
+            "oldest_pending": outbox.oldest_created(),
+            "cursor": position.cursor,
+            "version": position.version,
+            "last_success": outbox.meta("last_success"),
+            "last_error": outbox.meta("last_error"),
+            "warnings": outbox.warnings(
+                iso(SystemClock().now()),
+                warn_pending=sync.warn_pending,
+                warn_age_s=sync.warn_age_s,
+                age_of=seconds_between,
+            ),
+        }

@@ -17,7 +17,7 @@ import sqlite_utils
 from pydantic import BaseModel
 
 from a2a_common import jsonx
-from a2a_common.clock import Clock, iso
+from a2a_common.clock import Clock, iso, parse_iso
 from cache.memory import Memory
 from cloud_client.client import CloudClient
 from edge import __version__
@@ -38,12 +38,19 @@ from edge.topics import (
 )
 from edge.turns import TurnHandler
 from edge.workflows import WorkflowDriver
+from sync.outbox import SyncOutbox
+from sync.replay import Replayer
 from taskmanager.core import Callback
 from taskmanager.service import Result
 
 log = logging.getLogger(__name__)
 
 SHUTDOWN_GRACE_S = 3.0
+WARNINGS_EVERY_S = 30.0
+
+
+def seconds_between(later: str, earlier: str) -> float:
+    return (parse_iso(later) - parse_iso(earlier)).total_seconds()
 
 
 class Runtime:
@@ -59,6 +66,8 @@ class Runtime:
         outbox: DurableOutbox,
         turns: TurnHandler,
         workflows: WorkflowDriver,
+        replayer: Replayer,
+        sync_outbox: SyncOutbox,
         dedupe: InboxDedupe,
         notifier: Notifier,
         password: str | None,
@@ -72,6 +81,9 @@ class Runtime:
         self._outbox = outbox
         self._turns = turns
         self._workflows = workflows
+        self._replayer = replayer
+        self._sync = sync_outbox
+        self._warnings: list[str] = []
         self._dedupe = dedupe
         self._notifier = notifier
         self._password = password
@@ -95,8 +107,32 @@ class Runtime:
 
     # --- life cycle -------------------------------------------------------------------------
     def _status(self, state: str) -> bytes:
-        body = {"state": state, "version": __version__, "started_at": self._started_at}
+        body: dict[str, Any] = {
+            "state": state,
+            "version": __version__,
+            "started_at": self._started_at,
+        }
+        if state == "online" and self._warnings:
+            body["warnings"] = self._warnings
         return jsonx.dumps(body).encode("utf-8")
+
+    def _check_warnings(self) -> None:
+        """Re-publish the retained status when the sync outbox crosses its limits."""
+        sync = self._settings.sync
+        warnings = self._sync.warnings(
+            iso(self._clock.now()),
+            warn_pending=sync.warn_pending,
+            warn_age_s=sync.warn_age_s,
+            age_of=seconds_between,
+        )
+        if warnings != self._warnings:
+            self._warnings = warnings
+            for line in warnings:
+                log.warning("%s", line)
+            if self._channel is not None and self._broker_up:
+                self._channel.publish(
+                    self._topics.runtime_status, self._status("online"), retain=True
+                )
 
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
@@ -136,6 +172,7 @@ class Runtime:
             asyncio.create_task(self._watchdog()),
             asyncio.create_task(self._workflows.run_timer()),
             asyncio.create_task(self._workflows.run_reporter()),
+            asyncio.create_task(self._replayer.run()),
         ]
         await self._stop.wait()
         for task in background:
@@ -168,7 +205,14 @@ class Runtime:
 
     async def _watchdog(self) -> None:
         interval = self._notifier.watchdog_interval_s
-        while interval is not None:
+        checked = -WARNINGS_EVERY_S
+        while True:
+            if self._clock.monotonic() - checked >= WARNINGS_EVERY_S:
+                checked = self._clock.monotonic()
+                self._check_warnings()
+            if interval is None:
+                await asyncio.sleep(WARNINGS_EVERY_S)
+                continue
             try:
                 self._db.execute("SELECT 1").fetchone()
             except Exception:  # a DB that does not answer means unhealthy: no ping
@@ -180,7 +224,11 @@ class Runtime:
 
     def _status_line(self) -> str:
         broker = "connected" if self._broker_up else "disconnected"
-        return f"broker {broker}; mqtt outbox {self._outbox.pending()}"
+        cloud = "unreachable" if self._cloud.unreachable else "reachable"
+        return (
+            f"broker {broker}; cloud {cloud}; mqtt outbox {self._outbox.pending()};"
+            f" sync outbox {self._sync.pending()}"
+        )
 
     # --- channel events (loop thread) -------------------------------------------------------
     def _on_connected(self, session_present: bool) -> None:
@@ -254,6 +302,7 @@ class Runtime:
         async with self._turn_lock:
             try:
                 await self._turns.answer(received)
+                self._replayer.notify()
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -319,7 +368,18 @@ class Runtime:
             self._dedupe.mark(key, msg.topic)
             result = Result()
             workflow_id = parsed.args.get("workflow_id")
-            if parsed.command != "workflow.cancel":
+            if parsed.command == "sync.replay":
+                requeued = self._sync.requeue_dead() if parsed.args.get("requeue_dead") else 0
+                answer.update(
+                    ok=True,
+                    result={
+                        "pending": self._sync.pending(),
+                        "requeued": requeued,
+                        "dead": self._sync.dead_count(),
+                    },
+                )
+                self._replayer.kick()
+            elif parsed.command != "workflow.cancel":
                 answer["error"] = f"{parsed.command} is not supported by this build yet"
             elif not isinstance(workflow_id, str) or not workflow_id:
                 answer["error"] = "args.workflow_id is required"

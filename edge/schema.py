@@ -17,4 +17,5 @@ MIGRATIONS: list[Migration] = [
     *cache_schema.MIGRATIONS,  # 2 cache_0001, 3 cache_0002
     *outbox.MIGRATIONS,  # 4 sync_0001_outbox
     *taskmanager_store.MIGRATIONS,  # 5 taskmanager_0001_workflows_trace
+    *outbox.MIGRATIONS_2,  # 6 sync_0002_dead_letters_meta
 ]

@@ -8,6 +8,7 @@ one transaction with the `P/turn/response` message they cause.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +23,7 @@ from cloud_client.client import CloudClient
 from cloud_client.errors import CloudError, CloudUnavailable
 from cloud_client.models import TurnRequest, TurnResponse, VoiceContext
 from edge.config import Settings
+from edge.offline import match_intent
 from edge.outbound import DurableOutbox, InboxDedupe
 from edge.topics import Topics, TurnRequestMsg
 from edge.workflows import WorkflowDriver
@@ -30,6 +32,7 @@ from taskmanager.service import Result, TurnRef
 
 log = logging.getLogger(__name__)
 
+LOCAL_ROUTE = "LOCAL"  # an offline turn the device handled itself
 OFFLINE_TEXT = "지금은 클라우드에 연결할 수 없어요. 잠시 후 다시 말씀해 주세요."
 ERROR_TEXT = "죄송해요, 요청을 처리하지 못했어요."
 
@@ -51,6 +54,7 @@ class TurnHandler:
         memory: Memory,
         sync_outbox: SyncOutbox,
         workflows: WorkflowDriver,
+        cloud_back: Callable[[], None] = lambda: None,
         cloud: CloudClient,
         outbox: DurableOutbox,
         dedupe: InboxDedupe,
@@ -62,6 +66,7 @@ class TurnHandler:
         self._memory = memory
         self._sync = sync_outbox
         self._workflows = workflows
+        self._cloud_back = cloud_back
         self._cloud = cloud
         self._outbox = outbox
         self._dedupe = dedupe
@@ -102,21 +107,70 @@ class TurnHandler:
 
     async def answer(self, turn: Received) -> None:
         request = self.build_request(turn)
+        cloud = self._settings.cloud
+        # while the cloud is known to be away, one quick try: the user is waiting
+        away = self._cloud.unreachable
         try:
             response = await self._cloud.turn(
-                request, deadline_s=self._settings.cloud.turn_deadline_s
+                request,
+                deadline_s=min(cloud.turn_deadline_s, cloud.offline_probe_s)
+                if away
+                else cloud.turn_deadline_s,
+                max_attempts=1 if away else 5,
             )
         except CloudUnavailable as exc:
             log.warning("turn %s: cloud unavailable: %s", turn.turn_id, exc)
-            self.close_unanswered(
-                turn.turn_id, turn.pair_id, "offline", f"cloud_unavailable: {exc}"
-            )
+            self._answer_offline(turn, f"cloud_unavailable: {exc}")
             return
         except CloudError as exc:  # rejected or not the contract
             log.warning("turn %s: cloud answer refused: %s", turn.turn_id, exc)
             self.close_unanswered(turn.turn_id, turn.pair_id, "error", f"cloud_error: {exc}")
             return
+        self._cloud_back()
         self._close_answered(turn, response)
+
+    def _answer_offline(self, turn: Received, reason: str) -> None:
+        """`offline`, and the robot's own small set of intents so it stays safe meanwhile."""
+        intent = match_intent(turn.text, self._settings.offline.intents)
+        ref = TurnRef(turn.turn_id, turn.pair_id, turn.session_id)
+
+        def apply() -> Result:
+            tm = self._workflows.tm
+            result = Result()
+            if intent is not None and intent.action == "cancel":
+                result = tm.cancel(None, "user")
+                result.ignored.clear()
+            elif intent is not None:
+                task = {
+                    "capability_id": intent.capability_id,
+                    "operation_id": intent.operation_id,
+                    "args": intent.args,
+                }
+                fallback = f"local-{new_ulid(self._clock).lower()}"
+                result = tm.submit_task(task, fallback_id=fallback, turn=ref)
+            self._sync.enqueue(self._memory.close_unanswered(turn.pair_id, "offline"))
+            self._outbox.enqueue(
+                self._topics.turn_response,
+                {
+                    "turn_id": turn.turn_id,
+                    "status": "offline",
+                    "assistant_text": intent.reply if intent else OFFLINE_TEXT,
+                    "route_family": LOCAL_ROUTE if intent else "",
+                    "workflow_ids": result.accepted,
+                    "error": reason,
+                },
+            )
+            return result
+
+        result = self._workflows.apply(apply)
+        if intent is not None:
+            log.info(
+                "turn %s handled on the device: intent %s, %d workflows ended, %s started",
+                turn.turn_id,
+                intent.name,
+                len(result.finished),
+                result.accepted,
+            )
 
     def _close_answered(self, turn: Received, response: TurnResponse) -> None:
         ref = TurnRef(turn.turn_id, turn.pair_id, turn.session_id)

@@ -13,10 +13,12 @@ from edge.notify import Notifier
 from edge.outbound import DurableOutbox, InboxDedupe
 from edge.runtime import Runtime
 from edge.schema import MIGRATIONS
+from edge.sync_sink import MemorySyncSink
 from edge.topics import Topics
 from edge.turns import TurnHandler
 from edge.workflows import WorkflowDriver
 from sync.outbox import SyncOutbox
+from sync.replay import Replayer
 from taskmanager.catalog import load_catalog
 from taskmanager.service import TaskManager
 
@@ -80,12 +82,24 @@ def build_runtime(
         device_id=settings.device_id,
         events_deadline_s=settings.taskmanager.events_deadline_s,
     )
+    replayer = Replayer(
+        db=db,
+        clock=clock,
+        outbox=sync_outbox,
+        poster=cloud,
+        sink=MemorySyncSink(memory),
+        device_id=settings.device_id,
+        batch_size=settings.sync.batch_size,
+        deadline_s=settings.sync.deadline_s,
+        max_backoff_s=settings.sync.max_backoff_s,
+    )
     dedupe = InboxDedupe(db=db, clock=clock)
     turns = TurnHandler(
         db=db,
         memory=memory,
         sync_outbox=sync_outbox,
         workflows=workflows,
+        cloud_back=replayer.kick,
         cloud=cloud,
         outbox=outbox,
         dedupe=dedupe,
@@ -103,6 +117,8 @@ def build_runtime(
         outbox=outbox,
         turns=turns,
         workflows=workflows,
+        replayer=replayer,
+        sync_outbox=sync_outbox,
         dedupe=dedupe,
         notifier=notifier or Notifier(),
         password=secrets.mqtt_password,

@@ -2,11 +2,15 @@
 
 It answers turns (route `DEF`, a short Korean reply, a `memory_update` like the seed's), keeps a
 cursor/version per device, acks memory sync writes once per `write_id`, and records every request.
-A control surface under `/_sim/` lets tests inject faults and read the request log:
+A control surface under `/_sim/` lets tests inject faults and read the request log
+(`a2a-edge sim cloud --latency-s/--status/--down/--malformed` set faults from the start):
 
 - `POST /_sim/faults` `{"latency_s", "status", "malformed", "drop", "times"}` — `times` limits how
   many requests the fault hits (absent: until reset);
 - `GET /_sim/requests` — every request received, oldest first;
+- `POST /_sim/sync` `{"script": [{"status": 409, "updates": {…}}, …], "reject_marker",
+  "reject_mode": "rejected" | "http422"}` — scripted memory-sync answers and poison writes;
+- `GET /_sim/sync` — how many writes were applied (each once), duplicates seen, their order;
 - `POST /_sim/reset` — forget faults and the log.
 """
 
@@ -34,6 +38,7 @@ class Faults:
     malformed: bool = False
     drop: bool = False
     times: int | None = None
+    path: str | None = None  # only requests to this path (None: every path)
 
 
 @dataclass
@@ -42,7 +47,12 @@ class CloudState:
     faults: Faults = field(default_factory=Faults)
     requests: list[dict[str, Any]] = field(default_factory=list)
     versions: dict[str, int] = field(default_factory=dict)
-    seen_writes: set[str] = field(default_factory=set)
+    applied: dict[str, int] = field(default_factory=dict)  # write_id -> times applied (1)
+    applied_log: list[dict[str, Any]] = field(default_factory=list)  # in application order
+    duplicates: int = 0  # writes received again and acked without applying
+    sync_script: list[dict[str, Any]] = field(default_factory=list)
+    reject_marker: str | None = None
+    reject_mode: str = "rejected"  # or "http422": the whole batch is refused
     turn_script: list[dict[str, Any]] = field(default_factory=list)
     decision_script: list[dict[str, Any] | None] = field(default_factory=list)
 
@@ -50,9 +60,11 @@ class CloudState:
         with self.lock:
             return (True, queue.pop(0)) if queue else (False, None)
 
-    def take_fault(self) -> Faults:
+    def take_fault(self, path: str) -> Faults:
         with self.lock:
             current = self.faults
+            if current.path is not None and current.path != path:
+                return Faults()
             if current.times is not None:
                 current.times -= 1
                 if current.times <= 0:
@@ -86,6 +98,47 @@ def turn_response(body: dict[str, Any], sync: dict[str, str]) -> dict[str, Any]:
     }
 
 
+def memory_sync(state: CloudState, device: str, body: dict[str, Any]) -> tuple[int, Any]:
+    """`/v1/a2a/memory/sync`: dedupe by write_id, apply once, in order; scripted answers."""
+    writes = [w for w in body.get("writes") or [] if isinstance(w, dict)]
+    scripted, script = state.next_scripted(state.sync_script)
+    if scripted and script.get("status") == 409:
+        return 409, {
+            "error": "version_conflict",
+            "sync": state.next_sync(device),
+            "updates": script.get("updates") or {},
+        }
+    if scripted and script.get("status", 200) != 200:
+        return int(script["status"]), {"error": "scripted"}
+    marker = state.reject_marker
+    poison = {
+        str(w.get("write_id"))
+        for w in writes
+        if marker and marker in json.dumps(w.get("payload"), ensure_ascii=False)
+    }
+    if poison and state.reject_mode == "http422":
+        return 422, {"error": "unprocessable", "detail": "a write in the batch is invalid"}
+    acked: list[str] = []
+    with state.lock:
+        for write in writes:
+            write_id = str(write.get("write_id"))
+            if write_id in poison:
+                continue
+            if write_id in state.applied:
+                state.duplicates += 1
+            else:
+                state.applied[write_id] = 1
+                state.applied_log.append(write)
+            acked.append(write_id)
+    updates = script.get("updates") if scripted else None
+    return 200, {
+        "sync": state.next_sync(device),
+        "acked": acked,
+        "rejected": [{"write_id": w, "reason": "invalid_payload"} for w in sorted(poison)],
+        "updates": updates or {},
+    }
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.1"
@@ -115,6 +168,16 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path == "/_sim/requests":
             with state.lock:
                 self._send(200, list(state.requests))
+        elif self.path == "/_sim/sync":
+            with state.lock:
+                self._send(
+                    200,
+                    {
+                        "applied": len(state.applied),
+                        "duplicates": state.duplicates,
+                        "order": [w.get("write_id") for w in state.applied_log],
+                    },
+                )
         elif self.path == "/_sim/health":
             self._send(200, {"ok": True})
         else:
@@ -128,7 +191,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         with state.lock:
             state.requests.append({"path": self.path, "body": body, "at": time.time()})
-        fault = state.take_fault()
+        fault = state.take_fault(self.path)
         if fault.latency_s:
             time.sleep(fault.latency_s)
         if fault.drop:
@@ -163,13 +226,8 @@ class _Handler(BaseHTTPRequestHandler):
                     ] = first
             self._send(200, answer)
         elif self.path == "/v1/a2a/memory/sync":
-            writes = body.get("writes") or []
-            ids = [str(w.get("write_id")) for w in writes if isinstance(w, dict)]
-            with state.lock:
-                state.seen_writes.update(ids)
-            self._send(
-                200, {"sync": state.next_sync(device), "acked": ids, "rejected": [], "updates": {}}
-            )
+            status, answer = memory_sync(state, device, body)
+            self._send(status, answer)
         elif self.path == "/v1/a2a/workflow/events":
             decision = None
             if body.get("decision_requested"):
@@ -184,6 +242,13 @@ class _Handler(BaseHTTPRequestHandler):
             known = set(Faults.__dataclass_fields__)
             with state.lock:
                 state.faults = Faults(**{k: v for k, v in body.items() if k in known})
+            self._send(200, {"ok": True})
+        elif self.path == "/_sim/sync" and isinstance(body, dict):
+            with state.lock:
+                state.sync_script.extend(body.get("script") or [])
+                if "reject_marker" in body:
+                    state.reject_marker = body["reject_marker"]
+                state.reject_mode = body.get("reject_mode", state.reject_mode)
             self._send(200, {"ok": True})
         elif self.path == "/_sim/reset":
             with state.lock:
@@ -242,13 +307,28 @@ class SimCloud:
         with self.state.lock:
             self.state.decision_script.append(decision)
 
+    def script_sync(self, *answers: dict[str, Any]) -> None:
+        """The next memory-sync requests get these answers (`{"status": 409, "updates": …}`)."""
+        with self.state.lock:
+            self.state.sync_script.extend(answers)
+
+    def reject_writes(self, marker: str | None, mode: str = "rejected") -> None:
+        """Writes whose payload contains `marker` are rejected (or the whole batch: `http422`)."""
+        with self.state.lock:
+            self.state.reject_marker, self.state.reject_mode = marker, mode
+
+    def synced(self) -> list[dict[str, Any]]:
+        """Writes applied, in order, each once."""
+        with self.state.lock:
+            return list(self.state.applied_log)
+
     def set_faults(self, **faults: Any) -> None:
         with self.state.lock:
             self.state.faults = Faults(**faults)
 
 
-def serve_forever(host: str, port: int) -> None:
-    server = _Server(host, port, CloudState())
+def serve_forever(host: str, port: int, faults: Faults | None = None) -> None:
+    server = _Server(host, port, CloudState(faults=faults or Faults()))
     log.info("sim cloud listening on http://%s:%d", host, server.server_address[1])
     try:
         server.serve_forever()

@@ -1,12 +1,14 @@
 """The pending-sync outbox (SPEC §3.2): writes owed to the cloud, oldest first by `write_id`.
 
-Rows are written in the same transaction as the local change that caused them. This is the
-minimal table and its enqueue; replay, acks, conflicts and dead letters come with the sync issue.
+Rows are written in the same transaction as the local change that caused them; a row's content
+never changes after that (the same `write_id` is never sent with different content). A row
+leaves only when the cloud acks it, or moves to the dead letters with the cloud's reason.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import json
+from collections.abc import Callable, Iterable
 
 import sqlite_utils
 
@@ -15,6 +17,7 @@ from a2a_common.clock import Clock, iso
 from a2a_common.ids import new_ulid
 from a2a_common.sqlite import Migration
 from a2a_common.writes import SyncWrite
+from sync.core import Pending
 
 
 def _v1(db: sqlite_utils.Database) -> None:
@@ -29,7 +32,22 @@ def _v1(db: sqlite_utils.Database) -> None:
     )
 
 
+def _v2(db: sqlite_utils.Database) -> None:
+    db.execute(
+        """CREATE TABLE sync_dead (
+            write_id TEXT PRIMARY KEY,
+            kind TEXT NOT NULL,
+            payload TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            attempts INTEGER NOT NULL,
+            reason TEXT NOT NULL,
+            dead_at TEXT NOT NULL)"""
+    )
+    db.execute("CREATE TABLE sync_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+
+
 MIGRATIONS = [Migration("sync_0001_outbox", _v1)]
+MIGRATIONS_2 = [Migration("sync_0002_dead_letters_meta", _v2)]
 
 
 class SyncOutbox:
@@ -51,3 +69,77 @@ class SyncOutbox:
 
     def pending(self) -> int:
         return int(self._db.execute("SELECT count(*) FROM sync_outbox").fetchone()[0])
+
+    def oldest(self, limit: int) -> list[Pending]:
+        rows = self._db.execute(
+            "SELECT write_id, kind, created_at, payload FROM sync_outbox ORDER BY write_id LIMIT ?",
+            [limit],
+        ).fetchall()
+        return [Pending(w, k, c, json.loads(p)) for w, k, c, p in rows]
+
+    def ack(self, write_ids: Iterable[str]) -> None:
+        self._db.conn.executemany(
+            "DELETE FROM sync_outbox WHERE write_id = ?", [(w,) for w in write_ids]
+        )
+
+    def kill(self, dead: Iterable[tuple[str, str]]) -> None:
+        """Move rejected writes to the dead letters, with the cloud's reason."""
+        now = iso(self._clock.now())
+        for write_id, reason in dead:
+            self._db.execute(
+                "INSERT OR REPLACE INTO sync_dead (write_id, kind, payload, created_at, attempts,"
+                " reason, dead_at) SELECT write_id, kind, payload, created_at, attempts + 1, ?, ?"
+                " FROM sync_outbox WHERE write_id = ?",
+                [reason, now, write_id],
+            )
+            self._db.execute("DELETE FROM sync_outbox WHERE write_id = ?", [write_id])
+
+    def attempted(self, write_ids: Iterable[str], error: str | None) -> None:
+        self._db.conn.executemany(
+            "UPDATE sync_outbox SET attempts = attempts + 1, last_error = ? WHERE write_id = ?",
+            [(error, w) for w in write_ids],
+        )
+
+    def requeue_dead(self) -> int:
+        """Dead letters back into the outbox, with their own write_id and content."""
+        moved = self._db.execute(
+            "INSERT OR IGNORE INTO sync_outbox (write_id, kind, payload, created_at, attempts,"
+            " last_error) SELECT write_id, kind, payload, created_at, attempts, reason"
+            " FROM sync_dead"
+        ).rowcount
+        self._db.execute("DELETE FROM sync_dead")
+        return int(moved)
+
+    def dead_count(self) -> int:
+        return int(self._db.execute("SELECT count(*) FROM sync_dead").fetchone()[0])
+
+    def oldest_created(self) -> str | None:
+        row = self._db.execute("SELECT min(created_at) FROM sync_outbox").fetchone()
+        return row[0] if row else None
+
+    def warnings(
+        self, now: str, *, warn_pending: int, warn_age_s: int, age_of: Callable[[str, str], float]
+    ) -> list[str]:
+        """Why an operator should look: too many unsent writes, or too old ones."""
+        out = []
+        pending = self.pending()
+        if pending > warn_pending:
+            out.append(f"sync outbox holds {pending} writes (> {warn_pending})")
+        oldest = self.oldest_created()
+        if oldest is not None and age_of(now, oldest) > warn_age_s:
+            out.append(f"oldest unsent write is from {oldest} (> {warn_age_s} s old)")
+        dead = self.dead_count()
+        if dead:
+            out.append(f"{dead} dead-lettered sync writes")
+        return out
+
+    def meta(self, key: str) -> str | None:
+        row = self._db.execute("SELECT value FROM sync_meta WHERE key = ?", [key]).fetchone()
+        return row[0] if row else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        self._db.execute(
+            "INSERT INTO sync_meta (key, value) VALUES (?, ?)"
+            " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            [key, value],
+        )

@@ -12,6 +12,7 @@ from sim.cloud import SimCloud
 from sim.probe import MqttProbe
 from tests.conftest import ROOT, RuntimeFactory, eventually
 
+TURN_PATH = "/v1/a2a/turn"
 TURN_REQ = f"{ROOT}/turn/request"
 TURN_RESP = f"{ROOT}/turn/response"
 ERRORS = f"{ROOT}/runtime/error"
@@ -136,11 +137,11 @@ def test_cloud_garbage_answers_error_and_keeps_the_utterance(
     tmp_path: Path, runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe
 ) -> None:
     runtime_factory()
-    cloud.set_faults(malformed=True, times=1)
+    cloud.set_faults(malformed=True, times=1, path=TURN_PATH)
     reply = ask(probe, "t-bad", "안녕")
     assert reply["status"] == "error"
     assert "not JSON" in reply["error"]
-    cloud.set_faults(status=400, times=1)
+    cloud.set_faults(status=400, times=1, path=TURN_PATH)
     assert ask(probe, "t-400", "안녕")["status"] == "error"
     assert len(cloud.requests("/v1/a2a/turn")) == 2  # a 4xx is not retried
     assert rows(tmp_path, "SELECT turn_id, status FROM pairs ORDER BY created_at") == [
@@ -153,7 +154,7 @@ def test_cloud_5xx_is_retried_within_the_deadline(
     runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe
 ) -> None:
     runtime_factory()
-    cloud.set_faults(status=503, times=2)
+    cloud.set_faults(status=503, times=2, path=TURN_PATH)
     assert ask(probe, "t-retry", "안녕")["status"] == "ok"
     assert len(cloud.requests("/v1/a2a/turn")) == 3
 
@@ -163,7 +164,7 @@ def test_reply_survives_a_broker_kill_while_pending(
 ) -> None:
     runtime = runtime_factory(cloud={"turn_deadline_s": 8.0})
     probe.wait_for(STATUS, lambda b: b.get("state") == "online")
-    cloud.set_faults(latency_s=3.0, times=1)
+    cloud.set_faults(latency_s=3.0, times=1, path=TURN_PATH)
     probe.publish(TURN_REQ, {"turn_id": "t-kill", "recognized_text": "안녕"})
     eventually(lambda: len(cloud.requests("/v1/a2a/turn")) == 1, 5.0)
     connects = probe.connects

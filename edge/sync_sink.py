@@ -1,0 +1,46 @@
+"""The memory cache as the sync replayer's sink: cloud answers land in the cache's tiers and
+sync position, validated at this boundary."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from pydantic import ValidationError
+
+from cache.memory import Memory
+from cache.model import SyncPosition
+from cache.update import sync_to_adopt
+from cloud_client.models import SyncUpdates
+from sync.core import Pending, Position
+
+log = logging.getLogger(__name__)
+
+
+class MemorySyncSink:
+    def __init__(self, memory: Memory) -> None:
+        self._memory = memory
+
+    def sync_position(self) -> Position:
+        current = self._memory.sync_position()
+        return Position(current.cursor, current.version)
+
+    def adopt_sync(self, position: Position, *, force: bool) -> None:
+        offered = SyncPosition(position.cursor, position.version)
+        if force or sync_to_adopt(self._memory.sync_position(), offered) is not None:
+            self._memory.store.set_sync(offered)
+
+    def apply_updates(self, updates: dict[str, Any]) -> None:
+        try:
+            valid = SyncUpdates.model_validate(updates)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            log.error("sync updates refused at %s: %s", ".".join(map(str, err["loc"])), err["msg"])
+            return
+        counts = self._memory.tiers.apply_updates(valid.model_dump(mode="json"))
+        log.info("sync updates applied: %s", counts)
+
+    def acked(self, writes: list[Pending]) -> None:
+        pairs = [str(w.payload.get("pair_id")) for w in writes if w.kind == "short_term_pair"]
+        if pairs:
+            self._memory.store.mark_synced(pairs)

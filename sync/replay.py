@@ -1,0 +1,179 @@
+"""Replay of the pending-sync outbox to `POST /v1/a2a/memory/sync` (the shell around
+`sync.core`). One request in flight; oldest first; tenacity backoff with jitter while the cloud
+is away, cut short by `kick()` when a turn proves it is back."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import sqlite_utils
+from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, stop_never
+from tenacity import wait_exponential_jitter as backoff
+
+from a2a_common.clock import Clock, iso
+from a2a_common.ids import new_ulid
+from cloud_client.errors import CloudBadResponse, CloudRejected, CloudTransient, CloudUnavailable
+from sync.core import Pending, Plan, Position, plan_answer
+from sync.outbox import SyncOutbox
+
+log = logging.getLogger(__name__)
+SYNC_PATH = "/v1/a2a/memory/sync"
+MAX_CONFLICTS_IN_A_ROW = 3
+
+
+class Poster(Protocol):
+    async def post_json(
+        self, path: str, body: dict[str, Any], *, deadline_s: float, max_attempts: int = 5
+    ) -> tuple[int, Any]: ...
+
+
+class SyncSink(Protocol):
+    """Where answers land: the memory cache (edge adapts it)."""
+
+    def sync_position(self) -> Position: ...
+
+    def adopt_sync(self, position: Position, *, force: bool) -> None: ...
+
+    def apply_updates(self, updates: dict[str, Any]) -> None: ...
+
+    def acked(self, writes: list[Pending]) -> None: ...
+
+
+class Replayer:
+    def __init__(
+        self,
+        *,
+        db: sqlite_utils.Database,
+        clock: Clock,
+        outbox: SyncOutbox,
+        poster: Poster,
+        sink: SyncSink,
+        device_id: str,
+        batch_size: int,
+        deadline_s: float = 10.0,
+        max_backoff_s: float = 60.0,
+    ) -> None:
+        self._db = db
+        self._clock = clock
+        self._outbox = outbox
+        self._poster = poster
+        self._sink = sink
+        self._device_id = device_id
+        self._batch_size = batch_size
+        self._deadline_s = deadline_s
+        self._max_backoff_s = max_backoff_s
+        self.limit = batch_size
+        self.in_flight = 0
+        self._wake = asyncio.Event()
+        self._kick = asyncio.Event()
+
+    def notify(self) -> None:
+        """There is something new to send."""
+        self._wake.set()
+
+    def kick(self) -> None:
+        """The cloud answered something else: stop backing off, send now."""
+        self._kick.set()
+        self._wake.set()
+
+    async def run(self, idle_check_s: float = 5.0) -> None:
+        while True:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), idle_check_s)
+            self._wake.clear()
+            try:
+                await self.drain()
+            except Exception:  # keep replaying whatever one batch did
+                log.exception("sync replay failed")
+
+    async def _sleep(self, seconds: float) -> None:
+        self._kick.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._kick.wait(), seconds)
+
+    async def drain(
+        self, *, attempts: int | None = None, progress: Callable[[int, int], None] | None = None
+    ) -> int:
+        """Send until the outbox is empty; returns how many writes were acked. With `attempts`
+        set, give up (raising CloudUnavailable) after that many failed tries of one batch."""
+        retrying = AsyncRetrying(
+            retry=retry_if_exception_type(CloudUnavailable),
+            wait=backoff(multiplier=0.5, max=self._max_backoff_s, jitter=0.5),
+            stop=stop_after_attempt(attempts) if attempts else stop_never,
+            sleep=self._sleep,
+            reraise=True,
+        )
+        done, conflicts = 0, 0
+        while batch := self._outbox.oldest(self.limit):
+            plan: Plan | None = None
+            async for attempt in retrying:
+                with attempt:
+                    plan = await self._send(batch)
+            assert plan is not None
+            conflicts = conflicts + 1 if plan.resend and plan.force_sync else 0
+            self._apply(batch, plan)
+            done += len(plan.ack)
+            if progress is not None:
+                progress(done, self._outbox.pending())
+            if conflicts >= MAX_CONFLICTS_IN_A_ROW:
+                raise CloudUnavailable("the cloud keeps answering version_conflict")
+        self.limit = self._batch_size
+        return done
+
+    async def _send(self, batch: list[Pending]) -> Plan:
+        sync = self._sink.sync_position()
+        body = {
+            "request_id": new_ulid(self._clock),
+            "device_id": self._device_id,
+            "sync": {"cursor": sync.cursor, "version": sync.version},
+            "writes": [w.wire() for w in batch],
+        }
+        self.in_flight = len(batch)
+        with self._db.atomic():
+            self._outbox.set_meta("in_flight", str(len(batch)))
+        try:
+            status, answer = await self._poster.post_json(
+                SYNC_PATH, body, deadline_s=self._deadline_s
+            )
+        except CloudRejected as exc:
+            status, answer = exc.status, exc.body
+        except CloudBadResponse as exc:
+            self._note_error(batch, str(exc))
+            raise CloudTransient(str(exc)) from exc
+        except CloudUnavailable as exc:
+            self._note_error(batch, str(exc))
+            raise
+        finally:
+            self.in_flight = 0
+            with self._db.atomic():
+                self._outbox.set_meta("in_flight", "0")
+        return plan_answer(batch, status, answer, limit=self.limit, batch_size=self._batch_size)
+
+    def _note_error(self, batch: list[Pending], error: str) -> None:
+        with self._db.atomic():
+            self._outbox.attempted([w.write_id for w in batch], error)
+            self._outbox.set_meta("last_error", f"{iso(self._clock.now())} {error}")
+
+    def _apply(self, batch: list[Pending], plan: Plan) -> None:
+        """The answer, atomically: acks, dead letters, updates and the sync position together."""
+        by_id = {w.write_id: w for w in batch}
+        with self._db.atomic():
+            self._outbox.ack(plan.ack)
+            self._sink.acked([by_id[w] for w in plan.ack])
+            self._outbox.kill(plan.dead)
+            self._outbox.attempted(plan.unacked, plan.error)
+            if plan.updates:
+                self._sink.apply_updates(plan.updates)
+            if plan.sync is not None:
+                self._sink.adopt_sync(plan.sync, force=plan.force_sync)
+            if plan.ack or plan.dead:
+                self._outbox.set_meta("last_success", iso(self._clock.now()))
+            if plan.error:
+                self._outbox.set_meta("last_error", f"{iso(self._clock.now())} {plan.error}")
+        self.limit = plan.next_limit
+        for write_id, reason in plan.dead:
+            log.warning("sync write %s dead-lettered: %s", write_id, reason)
