@@ -116,7 +116,7 @@ class TurnHandler:
                 deadline_s=min(cloud.turn_deadline_s, cloud.offline_probe_s)
                 if away
                 else cloud.turn_deadline_s,
-                max_attempts=1 if away else 5,
+                max_attempts=1 if away else 2,
             )
         except CloudUnavailable as exc:
             log.warning("turn %s: cloud unavailable: %s", turn.turn_id, exc)

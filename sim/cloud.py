@@ -267,6 +267,10 @@ class _Server(ThreadingHTTPServer):
         super().__init__((host, port), _Handler)
         self.state = state
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away mid-answer (a killed runtime, a dropped test) is normal."""
+        log.debug("request from %s ended early", client_address, exc_info=True)
+
 
 class SimCloud:
     """The planner in a background thread of this process (tests, demo)."""

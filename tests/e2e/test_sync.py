@@ -1,0 +1,182 @@
+"""Offline-first sync through the real process, Mosquitto and the sim cloud over HTTP."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+from sim.cloud import SimCloud
+from sim.devices import Behavior, DeviceAgents
+from sim.probe import MqttProbe
+from tests.conftest import ROOT, RuntimeFactory, eventually
+from tests.taskmanager.helpers import MOVE_PURIFY
+
+TURN_REQ, TURN_RESP = f"{ROOT}/turn/request", f"{ROOT}/turn/response"
+SYNC_PATH = "/v1/a2a/memory/sync"
+FAST = {"deadline_s": 1.0, "max_backoff_s": 0.3}
+
+
+def db_rows(tmp_path: Path, sql: str) -> list[tuple[Any, ...]]:
+    conn = sqlite3.connect(f"file:{tmp_path / 'state' / 'state.db'}?mode=ro", uri=True)
+    try:
+        return conn.execute(sql).fetchall()
+    finally:
+        conn.close()
+
+
+def turn(probe: MqttProbe, turn_id: str, text: str) -> tuple[Any, float]:
+    t0 = time.monotonic()
+    probe.publish(TURN_REQ, {"turn_id": turn_id, "recognized_text": text})
+    reply = probe.wait_for(TURN_RESP, lambda b: b.get("turn_id") == turn_id)
+    return reply, time.monotonic() - t0
+
+
+def offline_turns(
+    probe: MqttProbe, count: int, *, marker_at: int | None = None, marker: str = ""
+) -> list[float]:
+    took = []
+    for n in range(count):
+        text = f"{n}번째 말 {marker}" if n == marker_at else f"{n}번째 말"
+        reply, seconds = turn(probe, f"off-{n:03d}", text)
+        assert reply["status"] == "offline", reply
+        took.append(seconds)
+    return took
+
+
+def synced_turns(cloud: SimCloud) -> list[str]:
+    return [w["payload"]["turn_id"] for w in cloud.synced() if w["kind"] == "short_term_pair"]
+
+
+def test_cloud_down_for_50_turns_then_up(
+    runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe
+) -> None:
+    runtime_factory(cloud={"turn_deadline_s": 4.0}, sync={"max_backoff_s": 60.0})
+    cloud.set_faults(drop=True)  # every connection dropped: the cloud is gone
+    took = offline_turns(probe, 50)
+    assert max(took) < 2.0, took  # the user is not kept waiting for the 4 s deadline
+    assert sorted(took)[len(took) // 2] < 0.5
+    assert synced_turns(cloud) == []
+    cloud.set_faults()  # back; the replayer is deep in a 60 s backoff ...
+    reply, _ = turn(probe, "back", "안녕")  # ... and a turn proves the cloud is back
+    assert reply["status"] == "ok"
+    expected = [f"off-{n:03d}" for n in range(50)] + ["back"]
+    eventually(lambda: synced_turns(cloud) == expected, 10)
+    assert cloud.state.duplicates == 0 or len(set(cloud.state.applied)) == len(cloud.synced())
+
+
+def test_conflict_mid_replay_applies_updates_and_loses_nothing(
+    tmp_path: Path, runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe
+) -> None:
+    runtime_factory(sync={**FAST, "batch_size": 5})
+    cloud.set_faults(drop=True)
+    offline_turns(probe, 12)
+    cloud.script_sync(
+        {"status": 200},
+        {
+            "status": 409,
+            "updates": {
+                "daily_summaries": [{"day": "2026-06-24", "summary": "저녁에 청정을 자주 요청"}],
+                "profile_items": [
+                    {
+                        "key": "preferred_room",
+                        "value": "거실",
+                        "category": "device_pattern",
+                        "confidence": 0.83,
+                        "status": "confirmed",
+                        "source_pair_ids": ["pair-x"],
+                    }
+                ],
+            },
+        },
+    )
+    cloud.set_faults()
+    eventually(lambda: len(synced_turns(cloud)) == 12, 15)
+    assert synced_turns(cloud) == [f"off-{n:03d}" for n in range(12)]
+    assert cloud.state.duplicates == 0
+    items = db_rows(tmp_path, "SELECT key, value, status FROM profile_items")
+    assert items == [("preferred_room", '"거실"', "confirmed")]
+    assert db_rows(tmp_path, "SELECT day FROM daily_summaries") == [("2026-06-24",)]
+    eventually(lambda: db_rows(tmp_path, "SELECT count(*) FROM sync_outbox") == [(0,)])
+
+
+def _poison(
+    tmp_path: Path, runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe, mode: str
+) -> None:
+    runtime_factory(sync=FAST)
+    cloud.set_faults(drop=True)
+    offline_turns(probe, 300, marker_at=150, marker="POISON")
+    cloud.reject_writes("POISON", mode)
+    cloud.set_faults()
+    expected = [f"off-{n:03d}" for n in range(300) if n != 150]
+    eventually(lambda: synced_turns(cloud) == expected, 30)
+    dead = eventually(lambda: db_rows(tmp_path, "SELECT payload, reason FROM sync_dead"))
+    assert len(dead) == 1 and json.loads(dead[0][0])["turn_id"] == "off-150"
+    eventually(lambda: db_rows(tmp_path, "SELECT count(*) FROM sync_outbox") == [(0,)])
+
+
+def test_one_rejected_write_among_300(
+    tmp_path: Path, runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe
+) -> None:
+    _poison(tmp_path, runtime_factory, cloud, probe, "rejected")
+
+
+def test_one_write_that_fails_its_whole_batch_among_300(
+    tmp_path: Path, runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe
+) -> None:
+    _poison(tmp_path, runtime_factory, cloud, probe, "http422")
+
+
+def test_sigkill_while_a_batch_is_in_flight(
+    tmp_path: Path, runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe
+) -> None:
+    runtime = runtime_factory(sync=FAST)
+    cloud.set_faults(drop=True)
+    offline_turns(probe, 30)
+    before = len(cloud.requests(SYNC_PATH))
+    cloud.set_faults(latency_s=2.0, times=1, path=SYNC_PATH)  # the next batch is slow
+    eventually(lambda: len(cloud.requests(SYNC_PATH)) > before, 10)
+    runtime.kill()  # the batch is at the cloud, its answer will find no one
+    runtime.start()
+    expected = [f"off-{n:03d}" for n in range(30)]
+    eventually(lambda: synced_turns(cloud) == expected, 15)
+    assert cloud.state.duplicates >= 1  # resent after the crash, applied once
+    assert sorted(cloud.state.applied.values()) == [1] * len(cloud.state.applied)
+    eventually(lambda: db_rows(tmp_path, "SELECT count(*) FROM sync_outbox") == [(0,)])
+
+
+def test_stop_and_dock_intents_work_with_the_cloud_down(
+    runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe, devices: DeviceAgents
+) -> None:
+    devices.behaviors["mobility.move_to_room"] = Behavior("hold")
+    runtime_factory(sync=FAST)
+    cloud.script_turn(
+        route_family="ODL",
+        assistant_text="안방으로 갈게요.",
+        device_workflow_requests=[MOVE_PURIFY],
+    )
+    assert turn(probe, "go", "안방으로 가서 청정해줘")[0]["workflow_ids"] == ["wf-1"]
+    devices.wait_for(lambda d: "wf-1:step_move" in d.tasks)
+    cloud.set_faults(drop=True)
+    stop, _ = turn(probe, "stop", "멈춰!")
+    assert stop["status"] == "offline" and stop["route_family"] == "LOCAL"
+    assert stop["assistant_text"] == "알겠어요, 멈출게요."
+    devices.wait_for(
+        lambda d: (
+            {"task_id": "wf-1:step_move", "workflow_id": "wf-1", "reason": "user"} in d.cancels
+        )
+    )
+    dock, _ = turn(probe, "dock", "이제 충전하러 가")
+    assert dock["status"] == "offline" and len(dock["workflow_ids"]) == 1
+    devices.wait_for(
+        lambda d: any(
+            t.endswith(":task") and d.tasks[t].command["operation_id"] == "return_to_dock"
+            for t in d.tasks
+        )
+    )
+    other, _ = turn(probe, "chat", "오늘 날씨 어때?")
+    assert (
+        other["status"] == "offline" and other["route_family"] == "" and other["workflow_ids"] == []
+    )

@@ -1,0 +1,75 @@
+"""The pure replay planning: acks, rejections, conflicts, poison halving."""
+
+from __future__ import annotations
+
+from sync.core import Pending, Position, next_batch, plan_answer
+
+
+def batch(n: int, start: int = 0) -> list[Pending]:
+    return [
+        Pending(f"w{i:03d}", "short_term_pair", "2026-06-24T20:00:00.000Z", {"i": i})
+        for i in range(start, start + n)
+    ]
+
+
+def test_oldest_first_in_batches() -> None:
+    rows = batch(250)
+    assert [w.write_id for w in next_batch(rows, 100)] == [f"w{i:03d}" for i in range(100)]
+
+
+def test_ok_answer_acks_rejects_and_keeps_the_rest() -> None:
+    sent = batch(4)
+    body = {
+        "sync": {"cursor": "cur-9", "version": "v9"},
+        "acked": ["w000", "w001", "zzz"],
+        "rejected": [{"write_id": "w002", "reason": "bad"}],
+        "updates": {"x": 1},
+    }
+    plan = plan_answer(sent, 200, body, limit=100, batch_size=100)
+    assert plan.ack == ("w000", "w001")  # an id not sent is ignored
+    assert plan.dead == (("w002", "bad"),)
+    assert plan.unacked == ("w003",)
+    assert plan.sync == Position("cur-9", "v9") and not plan.force_sync
+    assert plan.updates == {"x": 1} and not plan.resend
+
+
+def test_conflict_applies_updates_adopts_and_resends() -> None:
+    body = {
+        "error": "version_conflict",
+        "sync": {"cursor": "cur-2", "version": "v2"},
+        "updates": {"deleted_profile_keys": ["k"]},
+    }
+    plan = plan_answer(batch(3), 409, body, limit=100, batch_size=100)
+    assert plan.resend and plan.force_sync and plan.ack == ()
+    assert plan.sync == Position("cur-2", "v2")
+    assert plan.updates == {"deleted_profile_keys": ["k"]}
+
+
+def test_whole_batch_4xx_halves_until_one_write_is_dead() -> None:
+    poison = 57  # writes before it must be acked on the way, in order
+    rows = batch(100)
+    limit, acked, dead, requests = 100, [], [], 0
+    while rows:
+        sent = next_batch(rows, limit)
+        requests += 1
+        if any(int(w.write_id[1:]) == poison for w in sent):
+            plan = plan_answer(sent, 422, {"error": "unprocessable"}, limit=limit, batch_size=100)
+        else:
+            plan = plan_answer(
+                sent, 200, {"acked": [w.write_id for w in sent]}, limit=limit, batch_size=100
+            )
+        acked += plan.ack
+        dead += plan.dead
+        done = set(plan.ack) | {w for w, _ in plan.dead}
+        rows = [w for w in rows if w.write_id not in done]
+        limit = plan.next_limit
+    assert dead == [("w057", "HTTP 422: unprocessable")]
+    assert acked == [f"w{i:03d}" for i in range(100) if i != poison]
+    assert requests < 40
+
+
+def test_garbage_answer_keeps_everything() -> None:
+    plan = plan_answer(batch(2), 200, {"acked": "all"}, limit=100, batch_size=100)
+    assert plan.ack == () and plan.unacked == ("w000", "w001") and plan.error
+    odd = plan_answer(batch(2), 409, {"error": "other"}, limit=100, batch_size=100)
+    assert odd.ack == () and not odd.resend
