@@ -142,6 +142,7 @@ def memory_sync(state: CloudState, device: str, body: dict[str, Any]) -> tuple[i
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go in two writes
 
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("%s " + format, self.address_string(), *args)
