@@ -35,12 +35,17 @@ def turn(probe: MqttProbe, turn_id: str, text: str) -> tuple[Any, float]:
 
 
 def offline_turns(
-    probe: MqttProbe, count: int, *, marker_at: int | None = None, marker: str = ""
+    probe: MqttProbe,
+    count: int,
+    *,
+    marker_at: int | None = None,
+    marker: str = "",
+    prefix: str = "off",
 ) -> list[float]:
     took = []
     for n in range(count):
         text = f"{n}번째 말 {marker}" if n == marker_at else f"{n}번째 말"
-        reply, seconds = turn(probe, f"off-{n:03d}", text)
+        reply, seconds = turn(probe, f"{prefix}-{n:03d}", text)
         assert reply["status"] == "offline", reply
         took.append(seconds)
     return took
@@ -180,3 +185,45 @@ def test_stop_and_dock_intents_work_with_the_cloud_down(
     assert (
         other["status"] == "offline" and other["route_family"] == "" and other["workflow_ids"] == []
     )
+
+
+def test_sync_cli_status_and_replay_with_requeue(
+    tmp_path: Path, runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe
+) -> None:
+    import subprocess
+    import sys
+
+    def cli(*args: str) -> Any:
+        done = subprocess.run(
+            [sys.executable, "-m", "edge", *args, "--json", "--config", str(runtime.config)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert done.returncode == 0, done.stderr
+        return json.loads(done.stdout)
+
+    runtime = runtime_factory(sync=FAST)
+    cloud.set_faults(drop=True)
+    offline_turns(probe, 3, marker_at=1, marker="POISON")
+    cloud.reject_writes("POISON")
+    cloud.set_faults()
+    eventually(lambda: cli("sync", "status")["dead_letters"] == 1, 15)
+    status = cli("sync", "status")
+    assert status["pending"] == 0 and status["last_success"]
+    assert status["warnings"] == ["1 dead-lettered sync writes"]
+    cloud.reject_writes(None)
+    answer = cli("sync", "replay", "--requeue-dead")  # through the running service
+    assert answer["ok"] and answer["result"]["requeued"] == 1
+    eventually(lambda: synced_turns(cloud) == ["off-000", "off-002", "off-001"], 15)
+    assert runtime.terminate() == 0
+
+    cloud.set_faults(drop=True)  # no service: the CLI replays by itself
+    runtime.start()
+    offline_turns(probe, 2, prefix="later")
+    assert runtime.terminate() == 0
+    assert cli("sync", "status")["pending"] == 2
+    cloud.set_faults()
+    answer = cli("sync", "replay")
+    assert answer["ok"] and answer["result"] == {"sent": 2, "pending": 0, "requeued": 0, "dead": 0}
+    assert synced_turns(cloud)[-2:] == ["later-000", "later-001"]

@@ -104,3 +104,11 @@ def test_missing_secret_file_names_the_key(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         load_secrets(load_settings(path, environ={}))
     assert info.value.key == "cloud.token_file"
+
+
+def test_the_readme_config_example_is_valid(tmp_path: Path) -> None:
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    block = readme.split("```toml\n", 1)[1].split("```", 1)[0]
+    settings = load_settings(write(tmp_path, block), environ={})
+    assert [i.name for i in settings.offline.intents] == ["stop", "dock"]
+    assert settings == load_settings(write(tmp_path, ""), environ={})  # it shows the defaults
