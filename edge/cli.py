@@ -237,7 +237,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_sim_cloud(args: argparse.Namespace) -> int:
-    from sim.cloud import Faults, serve_forever
+    from sim.cloud import serve_forever
+    from sim.cloud_state import Faults
 
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
     faults = Faults(

@@ -1,7 +1,7 @@
-"""The reference cloud planner, first cut: a real HTTP server of SPEC §3.
+"""The reference cloud planner: a real HTTP server of SPEC §3 (the planning is `sim.planner`).
 
-It answers turns (route `DEF`, a short Korean reply, a `memory_update` like the seed's), keeps a
-cursor/version per device, acks memory sync writes once per `write_id`, and records every request.
+It answers turns, memory sync and workflow events, keeps a cursor/version per device, and
+records every request.
 A control surface under `/_sim/` lets tests inject faults and read the request log
 (`a2a-edge sim cloud --latency-s/--status/--down/--malformed` set faults from the start):
 
@@ -20,123 +20,14 @@ import json
 import logging
 import threading
 import time
-from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from sim.memory import build_memory_update
-from sim.routing import route
+from sim.cloud_state import CloudState, Faults
+from sim.planner import memory_sync, plan_turn, supervise
 
 log = logging.getLogger(__name__)
 MAX_BODY = 16 * 1024 * 1024
-
-
-@dataclass
-class Faults:
-    latency_s: float = 0.0
-    status: int | None = None
-    malformed: bool = False
-    drop: bool = False
-    times: int | None = None
-    path: str | None = None  # only requests to this path (None: every path)
-
-
-@dataclass
-class CloudState:
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    faults: Faults = field(default_factory=Faults)
-    requests: list[dict[str, Any]] = field(default_factory=list)
-    versions: dict[str, int] = field(default_factory=dict)
-    applied: dict[str, int] = field(default_factory=dict)  # write_id -> times applied (1)
-    applied_log: list[dict[str, Any]] = field(default_factory=list)  # in application order
-    duplicates: int = 0  # writes received again and acked without applying
-    sync_script: list[dict[str, Any]] = field(default_factory=list)
-    reject_marker: str | None = None
-    reject_mode: str = "rejected"  # or "http422": the whole batch is refused
-    turn_script: list[dict[str, Any]] = field(default_factory=list)
-    decision_script: list[dict[str, Any] | None] = field(default_factory=list)
-
-    def next_scripted(self, queue: list[Any]) -> tuple[bool, Any]:
-        with self.lock:
-            return (True, queue.pop(0)) if queue else (False, None)
-
-    def take_fault(self, path: str) -> Faults:
-        with self.lock:
-            current = self.faults
-            if current.path is not None and current.path != path:
-                return Faults()
-            if current.times is not None:
-                current.times -= 1
-                if current.times <= 0:
-                    self.faults = Faults()
-            return current
-
-    def next_sync(self, device_id: str) -> dict[str, str]:
-        with self.lock:
-            n = self.versions.get(device_id, 0) + 1
-            self.versions[device_id] = n
-        return {"cursor": f"cur-{n}", "version": f"v{n}"}
-
-
-def turn_response(body: dict[str, Any], sync: dict[str, str]) -> dict[str, Any]:
-    text = str(body.get("recognized_text", ""))
-    context = body.get("device_context") or {}
-    planned = route(text, context if isinstance(context, dict) else {})
-    return {
-        "request_id": body.get("request_id", ""),
-        "route_family": planned.route_family,
-        "assistant_text": planned.assistant_text,
-        "device_task_requests": [],
-        "device_workflow_requests": [],
-        "memory_update": build_memory_update(
-            recognized_text=text,
-            route_family=planned.route_family,
-            workflow_id="",
-            sync=sync,
-            session_summary=f"최근 요청: {text[:40]}",
-        ),
-    }
-
-
-def memory_sync(state: CloudState, device: str, body: dict[str, Any]) -> tuple[int, Any]:
-    """`/v1/a2a/memory/sync`: dedupe by write_id, apply once, in order; scripted answers."""
-    writes = [w for w in body.get("writes") or [] if isinstance(w, dict)]
-    scripted, script = state.next_scripted(state.sync_script)
-    if scripted and script.get("status") == 409:
-        return 409, {
-            "error": "version_conflict",
-            "sync": state.next_sync(device),
-            "updates": script.get("updates") or {},
-        }
-    if scripted and script.get("status", 200) != 200:
-        return int(script["status"]), {"error": "scripted"}
-    marker = state.reject_marker
-    poison = {
-        str(w.get("write_id"))
-        for w in writes
-        if marker and marker in json.dumps(w.get("payload"), ensure_ascii=False)
-    }
-    if poison and state.reject_mode == "http422":
-        return 422, {"error": "unprocessable", "detail": "a write in the batch is invalid"}
-    acked: list[str] = []
-    with state.lock:
-        for write in writes:
-            write_id = str(write.get("write_id"))
-            if write_id in poison:
-                continue
-            if write_id in state.applied:
-                state.duplicates += 1
-            else:
-                state.applied[write_id] = 1
-                state.applied_log.append(write)
-            acked.append(write_id)
-    updates = script.get("updates") if scripted else None
-    return 200, {
-        "sync": state.next_sync(device),
-        "acked": acked,
-        "rejected": [{"write_id": w, "reason": "invalid_payload"} for w in sorted(poison)],
-        "updates": updates or {},
-    }
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -214,7 +105,7 @@ class _Handler(BaseHTTPRequestHandler):
         state = self.server.state
         device = str(body.get("device_id", ""))
         if self.path == "/v1/a2a/turn":
-            answer = turn_response(body, state.next_sync(device))
+            answer = plan_turn(state, body)
             scripted, override = state.next_scripted(state.turn_script)
             if scripted:
                 answer.update(override)
@@ -230,10 +121,7 @@ class _Handler(BaseHTTPRequestHandler):
             status, answer = memory_sync(state, device, body)
             self._send(status, answer)
         elif self.path == "/v1/a2a/workflow/events":
-            decision = None
-            if body.get("decision_requested"):
-                _scripted, decision = state.next_scripted(state.decision_script)
-            self._send(200, {"decision": decision})
+            self._send(200, {"decision": supervise(state, body)})
         else:
             self._send(404, {"error": "not_found"})
 

@@ -1,19 +1,277 @@
-"""Korean routing of the reference planner (first cut: everything is chit-chat, `DEF`)."""
+"""Rule-based Korean routing of the reference planner (what `a2a-edge sim cloud` plans).
+
+Rules, in order: stop/negation of purification; a plan for later (no action now); a habit
+statement (no action, a memory candidate); dock; vital measurement (consent carried by the
+explicit request); rest guidance (content + wait under an experience contract); purification
+(move first when the room is not the current one; a follow-up like "거기 다시" takes the room from
+memory); a move; otherwise chit-chat (`DEF`). The planner only plans: the runtime validates and
+executes exactly these steps.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from typing import Any
 
+ROOMS = ("작은방", "안방", "거실", "주방", "서재", "아이방", "현관")
+STOP_WORDS = ("멈춰", "그만", "정지", "중지", "꺼", "하지 마", "하지마", "끄")
+LATER_WORDS = ("내일", "나중에", "이따", "다음에", "주말에", "모레")
+HABIT_WORDS = ("자주", "보통", "항상", "매일", "늘")
+PURIFY_WORDS = ("청정", "깨끗하게", "공기 좀", "환기")
+MOVE_WORDS = ("이동", "가줘", "가서", "가 줘", "와줘", "로 가", "으로 가")
+DOCK_WORDS = ("충전", "복귀", "도크")
+REST_WORDS = ("피곤", "쉬고", "쉴 수", "휴식", "명상", "힘들어")
+VITAL_WORDS = ("혈압", "심박", "맥박", "체온", "바이탈", "혈당")
+MEASURE_WORDS = ("재", "측정", "확인")
+FOLLOW_UP_WORDS = ("거기", "아까", "다시", "또", "한 번 더", "한번 더")
+ACCEPT_WORDS = ("응", "좋아", "그래", "네", "부탁해")
 
-@dataclass(frozen=True)
+EXPERIENCE_CONTRACT = "a2a-experience-policy-v1"
+
+
+@dataclass
 class Planned:
     route_family: str
     assistant_text: str
+    steps: list[dict[str, Any]] = field(default_factory=list)
+    plan_id: str = ""
+    experience: dict[str, Any] | None = None
+    candidates: list[dict[str, Any]] = field(default_factory=list)
 
 
-def route(text: str, device_context: dict[str, Any]) -> Planned:
-    del device_context
+def _room(text: str) -> str | None:
+    for room in ROOMS:  # 작은방 before 안방 would not matter; longest names first is safest
+        if room in text:
+            return room
+    return None
+
+
+def _has(text: str, words: tuple[str, ...]) -> bool:
+    return any(word in text for word in words)
+
+
+def _minutes(text: str, default: int = 10) -> int:
+    match = re.search(r"(\d+)\s*분", text)
+    return int(match.group(1)) if match else default
+
+
+def _remembered_room(memory: dict[str, Any]) -> str | None:
+    """The room of the newest recent pair that named one (the planner reads the snapshot)."""
+    pairs = ((memory.get("short_term") or {}).get("recent_pairs")) or []
+    for pair in reversed(pairs):
+        room = _room(str(pair.get("user", "")))
+        if room:
+            return room
+    return None
+
+
+def _preferred_room(memory: dict[str, Any]) -> str | None:
+    for item in ((memory.get("long_term") or {}).get("profile_items")) or []:
+        if item.get("key") == "preferred_room" and isinstance(item.get("value"), str):
+            return str(item["value"])
+    return None
+
+
+def _purify(room: str, current: str | None, *, accepted: bool = False) -> Planned:
+    kind = "suggestion_accepted" if accepted else "mention"
+    candidate = {
+        "key": "preferred_room",
+        "value": room,
+        "category": "device_pattern",
+        "confidence": 0.7,
+        "evidence_kind": kind,
+    }
+    if room == current:
+        return Planned(
+            "ODL",
+            f"{room} 청정을 시작할게요.",
+            [
+                {
+                    "step_id": "step_purify",
+                    "capability_id": "air_purifier",
+                    "operation_id": "start",
+                    "args": {"mode": "auto", "room": room},
+                    "depends_on": [],
+                },
+            ],
+            "purify_here",
+            candidates=[candidate],
+        )
+    return Planned(
+        "ODL",
+        f"{room}으로 이동해서 청정을 시작할게요.",
+        [
+            {
+                "step_id": "step_move",
+                "capability_id": "mobility",
+                "operation_id": "move_to_room",
+                "args": {"room": room},
+                "depends_on": [],
+            },
+            {
+                "step_id": "step_purify",
+                "capability_id": "air_purifier",
+                "operation_id": "start",
+                "args": {"mode": "auto", "room": room},
+                "depends_on": ["step_move"],
+            },
+        ],
+        "room_clean",
+        candidates=[candidate],
+    )
+
+
+def _rest(text: str, experience_id: str) -> Planned:
+    minutes = _minutes(text)
+    steps: list[dict[str, Any]] = [
+        {
+            "step_id": "step_guide",
+            "capability_id": "content",
+            "operation_id": "play_guidance",
+            "args": {"program": "rest_breathing", "minutes": minutes},
+            "depends_on": [],
+        },
+        {
+            "step_id": "step_rest",
+            "kind": "wait",
+            "wait_s": minutes * 60,
+            "depends_on": ["step_guide"],
+        },
+    ]
+    experience: dict[str, Any] = {
+        "contract_version": EXPERIENCE_CONTRACT,
+        "experience_id": experience_id,
+        "goal_summary": "사용자가 편안하게 쉴 수 있도록 돕는다",
+        "desired_effects": ["quiet_environment", "rest_guidance_delivered"],
+        "success_criteria": ["quiet_environment", "rest_guidance_delivered"],
+        "constraints": ["user_can_cancel"],
+        "plan_binding": {
+            "plan_id": "wellness_reset",
+            "step_ids": ["step_guide", "step_rest"],
+            "step_count": 2,
+        },
+        "task_event_policy": {
+            "decision_events": ["FAILED", "BLOCKED", "TIMEOUT", "NEEDS_USER_INPUT"],
+            "terminal_events": ["COMPLETED", "CANCELLED", "WORKFLOW_COMPLETED"],
+        },
+        "decision_budget": {"max_decisions": 3, "max_replans": 1},
+    }
+    return Planned(
+        "ODL",
+        f"{minutes}분 동안 편하게 쉴 수 있도록 안내해 드릴게요.",
+        steps,
+        "wellness_reset",
+        experience,
+    )
+
+
+def route(
+    text: str,
+    device_context: dict[str, Any],
+    memory: dict[str, Any] | None = None,
+    *,
+    experience_id: str = "exp-1",
+    suggestion: str | None = None,
+) -> Planned:
+    """Plan one utterance. `memory` is the normalized snapshot; `suggestion` a room the cloud
+    proposed last turn (an acceptance confirms it)."""
+    memory = memory or {}
+    current = device_context.get("current_room")
+    current = current if isinstance(current, str) else None
+    room = _room(text)
+    purify = _has(text, PURIFY_WORDS)
+    if purify and _has(text, STOP_WORDS):
+        return Planned(
+            "ODL",
+            "청정을 멈출게요.",
+            [
+                {
+                    "step_id": "step_stop",
+                    "capability_id": "air_purifier",
+                    "operation_id": "stop",
+                    "args": {},
+                    "depends_on": [],
+                }
+            ],
+            "purify_stop",
+        )
+    if _has(text, LATER_WORDS):
+        return Planned("DEF", "알겠어요. 그때 다시 말씀해 주세요.")
+    if text.strip().startswith("나는") and _has(text, HABIT_WORDS):
+        candidates = (
+            [
+                {
+                    "key": "preferred_room",
+                    "value": room,
+                    "category": "device_pattern",
+                    "confidence": 0.6,
+                    "evidence_kind": "mention",
+                }
+            ]
+            if room and purify
+            else []
+        )
+        return Planned("DEF", "그렇군요. 기억해 둘게요.", candidates=candidates)
+    if _has(text, DOCK_WORDS):
+        return Planned(
+            "ODL",
+            "충전하러 갈게요.",
+            [
+                {
+                    "step_id": "step_dock",
+                    "capability_id": "mobility",
+                    "operation_id": "return_to_dock",
+                    "args": {},
+                    "depends_on": [],
+                }
+            ],
+            "dock",
+        )
+    if _has(text, VITAL_WORDS) and _has(text, MEASURE_WORDS):
+        return Planned(
+            "ODL",
+            "측정 앱을 시작할게요. 안내에 따라 주세요.",
+            [
+                {
+                    "step_id": "step_vital",
+                    "capability_id": "vital_app",
+                    "operation_id": "start_session",
+                    "args": {"kind": "blood_pressure"},
+                    "depends_on": [],
+                    "consent": True,
+                }
+            ],
+            "vital_check",
+        )
+    if _has(text, REST_WORDS):
+        return _rest(text, experience_id)
+    accepted = suggestion is not None and _has(text, ACCEPT_WORDS) and (room in (None, suggestion))
+    if accepted and suggestion is not None:
+        return _purify(suggestion, current, accepted=True)
+    if purify:
+        target = room
+        if target is None and _has(text, FOLLOW_UP_WORDS):
+            target = _remembered_room(memory)
+        target = target or current or _preferred_room(memory)
+        if target is None:
+            return Planned("DEF", "어느 방을 청정할까요?")
+        return _purify(target, current)
+    if room and _has(text, MOVE_WORDS):
+        return Planned(
+            "ODL",
+            f"{room}으로 이동할게요.",
+            [
+                {
+                    "step_id": "step_move",
+                    "capability_id": "mobility",
+                    "operation_id": "move_to_room",
+                    "args": {"room": room},
+                    "depends_on": [],
+                }
+            ],
+            "move",
+        )
     if "안녕" in text:
         return Planned("DEF", "안녕하세요! 무엇을 도와드릴까요?")
     return Planned("DEF", "네, 말씀 잘 들었어요.")

@@ -1,0 +1,63 @@
+"""What the sim cloud remembers: faults, scripts, the request log, per-device bookkeeping."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Faults:
+    latency_s: float = 0.0
+    status: int | None = None
+    malformed: bool = False
+    drop: bool = False
+    times: int | None = None
+    path: str | None = None  # only requests to this path (None: every path)
+
+
+@dataclass
+class CloudState:
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    faults: Faults = field(default_factory=Faults)
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    versions: dict[str, int] = field(default_factory=dict)
+    applied: dict[str, int] = field(default_factory=dict)  # write_id -> times applied (1)
+    applied_log: list[dict[str, Any]] = field(default_factory=list)  # in application order
+    duplicates: int = 0  # writes received again and acked without applying
+    sync_script: list[dict[str, Any]] = field(default_factory=list)
+    reject_marker: str | None = None
+    reject_mode: str = "rejected"  # or "http422": the whole batch is refused
+    turn_script: list[dict[str, Any]] = field(default_factory=list)
+    decision_script: list[dict[str, Any] | None] = field(default_factory=list)
+    suggestions: dict[str, str] = field(default_factory=dict)  # device -> room to propose
+    planned: dict[str, dict[str, Any]] = field(default_factory=dict)  # workflow_id -> request
+    normalized: list[dict[str, Any]] = field(default_factory=list)  # planner memory contexts
+    counter: int = 0
+
+    def next_id(self, prefix: str) -> str:
+        with self.lock:
+            self.counter += 1
+            return f"{prefix}-{self.counter:05d}"
+
+    def next_scripted(self, queue: list[Any]) -> tuple[bool, Any]:
+        with self.lock:
+            return (True, queue.pop(0)) if queue else (False, None)
+
+    def take_fault(self, path: str) -> Faults:
+        with self.lock:
+            current = self.faults
+            if current.path is not None and current.path != path:
+                return Faults()
+            if current.times is not None:
+                current.times -= 1
+                if current.times <= 0:
+                    self.faults = Faults()
+            return current
+
+    def next_sync(self, device_id: str) -> dict[str, str]:
+        with self.lock:
+            n = self.versions.get(device_id, 0) + 1
+            self.versions[device_id] = n
+        return {"cursor": f"cur-{n}", "version": f"v{n}"}
