@@ -1,8 +1,15 @@
-"""Device agents on MQTT for tests and the demo (first cut: scripted behaviour per operation).
+"""Device agents on MQTT for every capability of the default catalog (`a2a-edge sim devices`).
+
+By default (`auto`) a task runs in the simulated `World`: travel time between rooms, battery
+drain and docking, purifier modes, timed content/vital sessions, RUNNING then PROGRESS then
+COMPLETED with a growing `seq`, and `P/device/context` (retained) after every change. Scripted
+faults per operation: `fail`, `block`, `silent` (never answers), `hold` (RUNNING until
+cancelled or `complete()`), `needs_input`, `duplicate` (every callback twice), `out_of_order`
+(COMPLETED before the last PROGRESS), `instant`, `complete` (fixed time, no world).
 
 Each agent dedupes on `task_id`: a command seen again is not executed again; its latest callback
-is published once more instead (the runtime ignores it if it already has it). Cancels are
-honoured: a held or running task stops and reports CANCELLED.
+is published once more instead. Cancels are honoured: the task stops and reports CANCELLED.
+`press_pui()` simulates the physical cancel button.
 """
 
 from __future__ import annotations
@@ -10,6 +17,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,15 +25,15 @@ from typing import Any
 import paho.mqtt.client as paho
 
 from sim.mqttc import start_client
+from sim.world import World
 
 
 @dataclass(frozen=True)
 class Behavior:
-    """`complete` | `fail` | `block` | `silent` (never answers) | `hold` (RUNNING until
-    cancelled) | `needs_input` | `instant` (RUNNING and COMPLETED at once, for benchmarks);
-    `after_s` is how long the work takes."""
+    """How an operation behaves (see the module doc); `after_s` is how long scripted kinds
+    take (`auto` takes what the world says)."""
 
-    kind: str = "complete"
+    kind: str = "auto"
     after_s: float = 0.05
     reason: str | None = None
     evidence: dict[str, Any] | None = None
@@ -62,8 +70,11 @@ class DeviceAgents:
         *,
         host: str = "127.0.0.1",
         behaviors: dict[str, Behavior] | None = None,
+        world: World | None = None,
+        time_scale: float = 0.02,
     ) -> None:
         self.root = root
+        self.world = world or World(time_scale=time_scale)
         self.behaviors = dict(behaviors or {})
         self.tasks: dict[str, TaskRecord] = {}
         self.order: list[str] = []  # task ids in the order first received
@@ -83,6 +94,7 @@ class DeviceAgents:
             return
         client.subscribe(f"{self.root}/task/command/+", qos=1)
         client.subscribe(f"{self.root}/task/cancel/+", qos=1)
+        self.publish_context()
         self._connected.set()
 
     def _on_message(self, _c: paho.Client, _u: Any, msg: paho.MQTTMessage) -> None:
@@ -122,6 +134,9 @@ class DeviceAgents:
         if behavior.kind == "instant":
             self._instant(task_id, command)
             return
+        if behavior.kind in ("auto", "duplicate", "out_of_order"):
+            self._run_in_world(task_id, command, behavior.kind)
+            return
         self._later(task_id, 0.0, "RUNNING")
         finals = {
             "complete": "COMPLETED",
@@ -143,6 +158,81 @@ class DeviceAgents:
                 reason=behavior.reason,
                 evidence=evidence,
             )
+
+    def _run_in_world(self, task_id: str, command: dict[str, Any], kind: str) -> None:
+        plan = self.world.plan(command)
+        steps: list[tuple[float, str, dict[str, Any]]] = [(0.0, "RUNNING", {})]
+        if plan.fail_reason:
+            steps.append((0.0, "FAILED", {"reason": plan.fail_reason}))
+        else:
+            steps += [
+                (plan.duration_s * share, "PROGRESS", {"progress": int(share * 100)})
+                for share in (0.25, 0.5, 0.75)
+            ]
+            steps.append(
+                (plan.duration_s, "COMPLETED", {"progress": 100, "evidence": plan.evidence})
+            )
+        worker = threading.Thread(
+            target=self._play, daemon=True, args=(task_id, steps, plan.apply, kind)
+        )
+        worker.start()
+
+    def _play(
+        self,
+        task_id: str,
+        steps: list[tuple[float, str, dict[str, Any]]],
+        apply: Callable[[], None],
+        kind: str,
+    ) -> None:
+        """Publish a task's callbacks in order, each at its time, unless it is cancelled."""
+        start = time.monotonic()
+        for at, status, extra in steps:
+            time.sleep(max(0.0, start + at - time.monotonic()))
+            with self._lock:
+                record = self.tasks[task_id]
+                if record.cancelled:
+                    return
+                if status == "COMPLETED":
+                    apply()
+                record.seq += 1
+                body = {
+                    "task_id": task_id,
+                    "seq": record.seq,
+                    "status": status,
+                    "progress": extra.get("progress"),
+                    "reason": extra.get("reason"),
+                    "evidence": extra.get("evidence"),
+                    "ts": None,
+                }
+                record.last = body
+            if kind == "out_of_order" and status == "PROGRESS" and extra.get("progress") == 75:
+                held = body  # sent after COMPLETED, with its lower seq
+                continue
+            self._publish(body)
+            if kind == "duplicate":
+                self._publish(body)
+            if status == "COMPLETED" and kind == "out_of_order":
+                self._publish(held)
+        if steps[-1][1] == "COMPLETED":
+            self.publish_context()
+
+    def publish_context(self) -> None:
+        """`P/device/context`, retained: the latest state of the robot."""
+        self.client.publish(
+            f"{self.root}/device/context",
+            json.dumps(self.world.context(), ensure_ascii=False),
+            qos=1,
+            retain=True,
+        )
+
+    def press_pui(self, workflow_id: str | None = None) -> str:
+        """The physical cancel button (no workflow: every active one)."""
+        event_id = f"pui-{uuid.uuid4().hex[:12]}"
+        body: dict[str, Any] = {"event_id": event_id, "kind": "cancel"}
+        if workflow_id:
+            body["workflow_id"] = workflow_id
+        self.client.publish(f"{self.root}/pui/event", json.dumps(body), qos=1)
+        return event_id
 
     def _instant(self, task_id: str, command: dict[str, Any]) -> None:
         """RUNNING and COMPLETED at once, from the network thread (for benchmarks)."""
