@@ -51,7 +51,7 @@ ensure_venv() {
     if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
         echo "bootstrap: installing a2a-edge and its dev tools into .venv" >&2
         .venv/bin/python -m pip install -q --upgrade pip >/dev/null 2>&1 || true
-        if ! .venv/bin/python -m pip install -q -e '.[dev]' >.venv/pip-install.log 2>&1; then
+        if ! .venv/bin/python -m pip install -q -e '.[dev,demo]' >.venv/pip-install.log 2>&1; then
             grep -v "^WARNING: Location" .venv/pip-install.log | tail -n 20 >&2
             die "installing the package failed (full log: .venv/pip-install.log)"
         fi

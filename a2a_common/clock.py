@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
@@ -50,3 +51,32 @@ def iso(ts: datetime) -> str:
 
 def parse_iso(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
+
+
+class OffsetClock:
+    """The system clock shifted by the number of seconds written in a file (re-read when the
+    file changes). Only for demos and tests that need days to pass: the runtime uses it when
+    `A2A_CLOCK_OFFSET_FILE` names such a file. `monotonic()` is not shifted."""
+
+    def __init__(self, path: str) -> None:
+        self._path = path
+        self._stamp: float | None = None
+        self._offset = timedelta(0)
+        self._system = SystemClock()
+
+    def _current_offset(self) -> timedelta:
+        try:
+            stamp: float = os.stat(self._path).st_mtime_ns
+            if stamp != self._stamp:
+                with open(self._path, encoding="utf-8") as fh:
+                    self._offset = timedelta(seconds=float(fh.read().strip() or 0))
+                self._stamp = stamp
+        except (OSError, ValueError):
+            pass
+        return self._offset
+
+    def now(self) -> datetime:
+        return self._system.now() + self._current_offset()
+
+    def monotonic(self) -> float:
+        return self._system.monotonic()

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
+from a2a_common.clock import OffsetClock
 from a2a_common.sqlite import StorageError
 from edge.admin import ServiceSilent
 from edge.config import Settings, load_secrets, load_settings
@@ -35,7 +38,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     configure(settings.log.level, settings.log.format)
     from edge.wiring import build_runtime
 
-    runtime = build_runtime(settings, secrets)
+    offset_file = os.environ.get("A2A_CLOCK_OFFSET_FILE")
+    clock = OffsetClock(offset_file) if offset_file else None  # demos that let days pass
+    runtime = build_runtime(settings, secrets, clock=clock)
     return asyncio.run(runtime.run())
 
 
@@ -233,7 +238,7 @@ def cmd_sync_replay(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from sim.demo import run_demo
 
-    return run_demo(verbose=args.verbose)
+    return run_demo(as_json=args.json, keep=args.keep, verbose=args.verbose, broker=args.broker)
 
 
 def cmd_sim_cloud(args: argparse.Namespace) -> int:
@@ -245,6 +250,26 @@ def cmd_sim_cloud(args: argparse.Namespace) -> int:
         latency_s=args.latency_s, status=args.status, drop=args.down, malformed=args.malformed
     )
     serve_forever(args.host, args.port, faults)
+    return 0
+
+
+def cmd_sim_devices(args: argparse.Namespace) -> int:
+    import signal
+    import threading
+
+    from sim.devices import DeviceAgents
+    from sim.world import World
+
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+    root = f"{args.prefix}/{args.device_id}"
+    world = World(current_room=args.room, battery=args.battery, time_scale=args.time_scale)
+    agents = DeviceAgents(args.port, root, host=args.host, world=world, protocol=args.protocol)
+    print(f"sim devices for {root} on {args.host}:{args.port}", file=sys.stderr)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    with contextlib.suppress(KeyboardInterrupt):
+        stop.wait()
+    agents.close()
     return 0
 
 
@@ -306,6 +331,14 @@ def parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="broker + sim cloud + runtime on this machine, one turn")
     demo.add_argument("--verbose", action="store_true", help="show the runtime's log")
+    demo.add_argument("--json", action="store_true", help="print the events as JSON lines")
+    demo.add_argument("--keep", action="store_true", help="keep the state dir afterwards")
+    demo.add_argument(
+        "--broker",
+        choices=["auto", "mosquitto", "embedded"],
+        default="auto",
+        help="auto: Mosquitto when installed, else the embedded broker",
+    )
     demo.set_defaults(func=cmd_demo)
 
     sim = sub.add_parser("sim", help="reference counterparts for development and tests")
@@ -318,6 +351,21 @@ def parser() -> argparse.ArgumentParser:
     cloud.add_argument("--down", action="store_true", help="drop every connection")
     cloud.add_argument("--malformed", action="store_true", help="answer truncated JSON")
     cloud.set_defaults(func=cmd_sim_cloud)
+    devices = sim_sub.add_parser("devices", help="device agents on MQTT (a simulated robot)")
+    devices.add_argument("--host", default="127.0.0.1")
+    devices.add_argument("--port", type=int, default=1883)
+    devices.add_argument("--protocol", choices=["5", "3.1.1"], default="5")
+    devices.add_argument("--prefix", default="a2a")
+    devices.add_argument("--device-id", default="robot-001")
+    devices.add_argument("--room", default="거실", help="where the robot starts")
+    devices.add_argument("--battery", type=float, default=82.0)
+    devices.add_argument(
+        "--time-scale",
+        type=float,
+        default=1.0,
+        help="multiply every duration (0.1 = ten times faster)",
+    )
+    devices.set_defaults(func=cmd_sim_devices)
     return top
 
 

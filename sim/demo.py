@@ -1,87 +1,363 @@
-"""`a2a-edge demo`: a broker, the sim cloud and the runtime on this machine; one turn, printed."""
+"""`a2a-edge demo`: the whole loop on one machine — a broker, the reference planner, the device
+agents and the runtime in a temporary state dir — playing a scripted conversation:
+
+1. a two-step room workflow with live progress; 2. a follow-up that uses memory; 3. a PUI
+cancel; 4. the cloud going down (offline answers, the stop intent, the outbox growing);
+5. the cloud coming back (replay); 6. the day 1–6 preference promotion on a simulated clock.
+
+It prints a timeline (Korean and English; coloured on a terminal), then a summary table, exits 0
+and leaves nothing running. `--json` prints the events as JSON lines instead; `--keep` keeps
+the state dir for `a2a-edge memory show` / `workflows trace` afterwards.
+"""
 
 from __future__ import annotations
 
+import json
+import shutil
 import sys
 import tempfile
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
 from sim.broker import Mosquitto
 from sim.cloud import SimCloud
+from sim.devices import DeviceAgents
+from sim.embedded import embedded_broker
 from sim.probe import MqttProbe
 from sim.processes import RuntimeProcess, write_config
+from sim.world import World
 
 DEVICE = "robot-001"
 ROOT = f"a2a/{DEVICE}"
-SCRIPT = ["안녕", "오늘 저녁에 거실 청정해줘"]
+DAY_S = 86400
+COLORS = {
+    "scene": "1;36",
+    "user": "1;33",
+    "robot": "1;32",
+    "step": "0;37",
+    "info": "0;35",
+    "warn": "1;31",
+}
 
 
-def say(text: str) -> None:
-    print(text, flush=True)
+class Timeline:
+    def __init__(self, *, as_json: bool, out: Any = None) -> None:
+        self.as_json = as_json
+        self.out = out or sys.stdout
+        self.color = not as_json and hasattr(self.out, "isatty") and self.out.isatty()
+        self.t0 = time.monotonic()
+        self.events: list[dict[str, Any]] = []
+
+    def line(self, kind: str, ko: str, en: str = "", **data: Any) -> None:
+        event = {
+            "t": round(time.monotonic() - self.t0, 2),
+            "kind": kind,
+            "ko": ko,
+            "en": en,
+            **data,
+        }
+        self.events.append(event)
+        if self.as_json:
+            print(json.dumps(event, ensure_ascii=False), file=self.out, flush=True)
+            return
+        text = f"{ko}" + (f"  · {en}" if en else "")
+        text = f"\n== {text}" if kind == "scene" else f"{event['t']:6.1f}s  {text}"
+        if self.color:
+            text = f"\033[{COLORS.get(kind, '0')}m{text}\033[0m"
+        print(text, file=self.out, flush=True)
 
 
-def _for_turn(turn_id: str) -> Callable[[Any], bool]:
-    return lambda body: isinstance(body, dict) and body.get("turn_id") == turn_id
+class Demo:
+    def __init__(self, work: Path, timeline: Timeline, broker: str = "auto") -> None:
+        self.work = work
+        self.broker = broker
+        self.say = timeline.line
+        self.timeline = timeline
+        self.turns: list[dict[str, Any]] = []
+        self._seen = 0
+        self._n = 0
 
-
-def run_demo(verbose: bool = False) -> int:
-    with tempfile.TemporaryDirectory(prefix="a2a-demo-") as tmp:
-        work = Path(tmp)
-        try:
-            broker = Mosquitto(work / "broker")
-            broker.start()
-        except RuntimeError as exc:
-            say(f"demo: {exc}")
-            return 1
-        cloud = SimCloud().start()
-        say(f"· broker  mosquitto on 127.0.0.1:{broker.port}")
-        say(f"· cloud   sim planner on {cloud.url}")
-        config = write_config(
-            work / "config.toml",
+    # --- the pieces -------------------------------------------------------------------------
+    def start(self, stack: ExitStack) -> None:
+        port, protocol, broker_name = stack.enter_context(_broker(self.work, self.broker))
+        self.cloud = SimCloud().start()
+        stack.callback(self.cloud.stop)
+        self.offset_file = self.work / "clock-offset"
+        self.offset_file.write_text("0")
+        self.config = write_config(
+            self.work / "config.toml",
             {
                 "device_id": DEVICE,
-                "state_dir": str(work / "state"),
-                "mqtt": {"port": broker.port, "reconnect_min_s": 0.5, "reconnect_max_s": 2},
-                "cloud": {"base_url": cloud.url},
-                "log": {"level": "DEBUG" if verbose else "INFO"},
+                "state_dir": str(self.work / "state"),
+                "mqtt": {
+                    "port": port,
+                    "protocol": protocol,
+                    "reconnect_min_s": 0.5,
+                    "reconnect_max_s": 2,
+                },
+                "cloud": {"base_url": self.cloud.url, "turn_deadline_s": 3.0},
+                "sync": {"deadline_s": 1.0, "max_backoff_s": 1.0},
+                "taskmanager": {"events_deadline_s": 1.0},
             },
         )
-        runtime = RuntimeProcess(config, work)
-        probe: MqttProbe | None = None
-        try:
-            runtime.start()
-            say(f"· runtime a2a-edge run (pid {runtime.proc.pid if runtime.proc else '?'}) READY")
-            probe = MqttProbe(broker.port, [f"{ROOT}/turn/response", f"{ROOT}/runtime/status"])
-            probe.wait_for(f"{ROOT}/runtime/status", lambda b: b.get("state") == "online")
-            for n, text in enumerate(SCRIPT, start=1):
-                turn_id = f"demo-turn-{n}"
-                say(f"\n사용자 ▶ {text}")
-                probe.publish(f"{ROOT}/turn/request", {"turn_id": turn_id, "recognized_text": text})
-                reply = probe.wait_for(f"{ROOT}/turn/response", _for_turn(turn_id))
-                say(
-                    f"로봇   ◀ {reply['assistant_text']}  "
-                    f"[status={reply['status']} route={reply['route_family']}]"
-                )
-            turns = cloud.requests("/v1/a2a/turn")
-            snapshot = turns[-1]["body"]["voice_context"]["memory_snapshot"]
-            say(
-                f"\n· the cloud saw {len(turns)} turns; the last carried a memory snapshot with "
-                f"{len(snapshot['short_term']['recent_pairs'])} recent pair(s), "
-                f"sync {snapshot['sync']}"
+        self.runtime = RuntimeProcess(
+            self.config, self.work, env={"A2A_CLOCK_OFFSET_FILE": str(self.offset_file)}
+        )
+        stack.callback(self.runtime.close)
+        self.devices = DeviceAgents(port, ROOT, world=World(time_scale=0.05), protocol=protocol)
+        stack.callback(self.devices.close)
+        self.probe = MqttProbe(
+            port,
+            [f"{ROOT}/turn/response", f"{ROOT}/workflow/event", f"{ROOT}/runtime/status"],
+            protocol=protocol,
+        )
+        stack.callback(self.probe.close)
+        self.runtime.start()
+        self.probe.wait_for(f"{ROOT}/runtime/status", lambda b: b.get("state") == "online")
+        self.say(
+            "info",
+            f"브로커 {broker_name} :{port}, 클라우드 {self.cloud.url}, 런타임 준비됨",
+            f"broker {broker_name} on :{port} (MQTT {protocol}), sim cloud, runtime READY",
+        )
+
+    # --- conversation -------------------------------------------------------------------------
+    def turn(self, text: str) -> dict[str, Any]:
+        self._n += 1
+        turn_id = f"demo-{self._n:02d}"
+        self.say("user", f"사용자 ▶ {text}", "", turn_id=turn_id)
+        self.probe.publish(f"{ROOT}/turn/request", {"turn_id": turn_id, "recognized_text": text})
+        reply: dict[str, Any] = self.probe.wait_for(
+            f"{ROOT}/turn/response", lambda b: b.get("turn_id") == turn_id, timeout_s=15
+        )
+        self.turns.append(reply)
+        extra = f" [{reply['status']} {reply['route_family'] or '-'}"
+        extra += f" {', '.join(reply['workflow_ids'])}]" if reply["workflow_ids"] else "]"
+        self.say("robot", f"로봇   ◀ {reply['assistant_text']}", extra.strip(), reply=reply)
+        return reply
+
+    def follow(self, done: Callable[[dict[str, Any]], bool], timeout_s: float = 20.0) -> None:
+        """Print workflow events as they come, until one satisfies `done`."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            events = self.probe.messages(f"{ROOT}/workflow/event")
+            for event in events[self._seen :]:
+                self._seen += 1
+                self._event(event)
+                if done(event):
+                    return
+            time.sleep(0.05)
+        raise TimeoutError("the demo waited too long for a workflow event")
+
+    def _event(self, e: dict[str, Any]) -> None:
+        step = e.get("step_id") or "workflow"
+        progress = f" {int(e['progress'])}%" if e.get("progress") is not None else ""
+        reason = f" ({e['reason']})" if e.get("reason") else ""
+        self.say(
+            "step",
+            f"   {e['workflow_id']} {step}: {e['status']}{progress}{reason}",
+            f"etag {e['etag']}, workflow {e['workflow_status']}",
+            event=e,
+        )
+
+    def ended(self, workflow_id: str) -> Callable[[dict[str, Any]], bool]:
+        return lambda e: (
+            e.get("workflow_id") == workflow_id
+            and e.get("step_id") is None
+            and e.get("status", "").startswith("WORKFLOW_")
+            and e["status"] != "WORKFLOW_ACCEPTED"
+        )
+
+    def status(self) -> dict[str, Any]:
+        from edge.config import load_settings
+        from edge.inspect import sync_status
+
+        return sync_status(load_settings(self.config))
+
+    def pass_days(self, days: float) -> None:
+        self.offset_file.write_text(str(days * DAY_S))
+        self.say("info", f"(시계: {days:g}일째)", f"(simulated clock: day {days:g})")
+
+    def wait(self, what: Callable[[], bool], timeout_s: float = 20.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not what():
+            if time.monotonic() > deadline:
+                raise TimeoutError("the demo waited too long")
+            time.sleep(0.1)
+
+    # --- scenes ---------------------------------------------------------------------------------
+    def play(self) -> None:
+        self.say("scene", "1. 두 단계 방 워크플로", "a two-step room workflow")
+        wf = self.turn("안방으로 가서 청정해줘")["workflow_ids"][0]
+        self.follow(self.ended(wf))
+
+        self.say("scene", "2. 기억을 쓰는 후속 요청", "a follow-up that uses memory")
+        wf = self.turn("거기 다시 한 번 청정해줘")["workflow_ids"][0]
+        self.follow(self.ended(wf))
+
+        self.say("scene", "3. 물리 버튼(PUI) 취소", "a PUI cancel")
+        wf = self.turn("오늘 너무 피곤해. 10분 동안 편하게 쉴 수 있게 도와줘.")["workflow_ids"][0]
+        self.follow(
+            lambda e: (
+                e.get("workflow_id") == wf
+                and e.get("status") == "RUNNING"
+                and e.get("step_id") == "step_guide"
             )
-            code = runtime.terminate()
-            say(f"· runtime stopped on SIGTERM with exit code {code}")
-            return 0 if code == 0 else 1
-        except (RuntimeError, TimeoutError) as exc:
-            say(f"demo failed: {exc}")
-            if verbose or runtime.log_path.exists():
-                sys.stderr.write(runtime.log()[-4000:])
-            return 1
-        finally:
-            if probe is not None:
-                probe.close()
-            runtime.close()
-            cloud.stop()
-            broker.stop()
+        )
+        self.say("info", "   [PUI] 취소 버튼을 눌렀어요", "the cancel button is pressed")
+        self.devices.press_pui()
+        self.follow(self.ended(wf))
+
+        self.say("scene", "4. 클라우드 끊김", "the cloud goes down")
+        self.devices.world.time_scale = 1.0  # a long walk, so there is something to stop
+        wf = self.turn("현관으로 이동해")["workflow_ids"][0]
+        self.follow(lambda e: e.get("workflow_id") == wf and e.get("status") == "PROGRESS")
+        self.cloud.set_faults(drop=True)
+        self.turn("오늘 날씨 어때?")
+        self.turn("멈춰")
+        self.follow(self.ended(wf))
+        self.devices.world.time_scale = 0.05
+        pending = self.status()["pending"]
+        self.say("info", f"   동기화 대기 중인 쓰기 {pending}건", f"{pending} writes wait to sync")
+
+        self.say("scene", "5. 클라우드 복귀와 재전송", "the cloud comes back: replay")
+        self.cloud.set_faults()
+        self.turn("고마워")
+        self.wait(lambda: self.status()["pending"] == 0)
+        self.say(
+            "info",
+            f"   클라우드에 반영된 쓰기 {len(self.cloud.synced())}건",
+            f"{len(self.cloud.synced())} writes applied by the cloud, each once",
+        )
+
+        self.say("scene", "6. 1–6일차 선호 학습", "day 1–6 preference promotion")
+        for day, text in (
+            (1, "안방 청정해줘"),
+            (2, "안방 좀 깨끗하게 해줘"),
+            (4, "잘 때는 안방 먼저 청정해"),
+        ):
+            self.pass_days(day)
+            wf = self.turn(text)["workflow_ids"][0]
+            self.follow(self.ended(wf))
+        self.wait(lambda: self.status()["pending"] == 0)
+        self.pass_days(5)
+        self.turn("오늘 날씨 어때?")
+        self.pass_days(6)
+        wf = self.turn("응, 안방 청정 시작해")["workflow_ids"][0]
+        self.follow(self.ended(wf))
+        room = self.preferred_room()
+        self.say(
+            "info",
+            f"   확정된 선호: preferred_room = {room}",
+            f"confirmed profile item: preferred_room = {room}",
+        )
+
+    def preferred_room(self) -> str | None:
+        from edge.config import load_settings
+        from edge.inspect import memory_snapshot
+
+        snapshot, _ = memory_snapshot(load_settings(self.config))
+        for item in snapshot["long_term"]["profile_items"]:
+            if item["key"] == "preferred_room":
+                return str(item["value"])
+        return None
+
+    def summary(self) -> dict[str, Any]:
+        from edge.config import load_settings
+        from edge.inspect import memory_snapshot, workflows_list
+
+        settings = load_settings(self.config)
+        by_status: dict[str, int] = {}
+        for wf in workflows_list(settings, limit=1000):
+            by_status[wf["status"]] = by_status.get(wf["status"], 0) + 1
+        turns: dict[str, int] = {}
+        for reply in self.turns:
+            turns[reply["status"]] = turns.get(reply["status"], 0) + 1
+        _, size = memory_snapshot(settings)
+        return {
+            "turns": turns,
+            "workflows": by_status,
+            "writes_synced": len(self.cloud.synced()),
+            "sync_pending": self.status()["pending"],
+            "snapshot_bytes": size,
+            "preferred_room": self.preferred_room(),
+        }
+
+
+@contextmanager
+def _broker(work: Path, choice: str) -> Iterator[tuple[int, str, str]]:
+    """Mosquitto when installed (`auto`); else the embedded broker, with the runtime on MQTT
+    3.1.1 (amqtt speaks only that)."""
+    try:
+        if choice == "embedded":
+            raise RuntimeError("the embedded broker was asked for")
+        mosquitto = Mosquitto(work / "broker")
+        mosquitto.start()
+    except RuntimeError:
+        if choice == "mosquitto":
+            raise
+        with embedded_broker() as port:
+            yield port, "3.1.1", "embedded (amqtt)"
+        return
+    try:
+        yield mosquitto.port, "5", "mosquitto"
+    finally:
+        mosquitto.stop()
+
+
+def _print_summary(summary: dict[str, Any], timeline: Timeline) -> None:
+    if timeline.as_json:
+        print(json.dumps({"kind": "summary", **summary}, ensure_ascii=False), flush=True)
+        return
+    rows = [
+        ("turns / 대화", summary["turns"]),
+        ("workflows / 워크플로", summary["workflows"]),
+        ("writes synced / 동기화된 쓰기", summary["writes_synced"]),
+        ("sync pending / 대기", summary["sync_pending"]),
+        ("snapshot bytes / 스냅샷 크기", summary["snapshot_bytes"]),
+        ("preferred_room / 선호 방", summary["preferred_room"]),
+    ]
+    print("\n" + "-" * 64)
+    for name, value in rows:
+        shown = (
+            ", ".join(f"{k} {v}" for k, v in value.items())
+            if isinstance(value, dict)
+            else str(value)
+        )
+        print(f"{name:<32}{shown}")
+    print("-" * 64)
+
+
+def run_demo(
+    *, as_json: bool = False, keep: bool = False, verbose: bool = False, broker: str = "auto"
+) -> int:
+    work = Path(tempfile.mkdtemp(prefix="a2a-demo-"))
+    timeline = Timeline(as_json=as_json)
+    demo = Demo(work, timeline, broker)
+    code = 0
+    try:
+        with ExitStack() as stack:
+            demo.start(stack)
+            demo.play()
+            summary = demo.summary()
+            code = 0 if demo.runtime.terminate() == 0 else 1
+        _print_summary(summary, timeline)
+    except (RuntimeError, TimeoutError, OSError) as exc:
+        print(f"demo failed: {exc}", file=sys.stderr)
+        log = work / "runtime.log"
+        if log.exists():
+            sys.stderr.write(log.read_text(encoding="utf-8", errors="replace")[-3000:])
+        code = 1
+    finally:
+        if keep:
+            print(
+                f"state kept in {work}; try: a2a-edge memory show --config {work}/config.toml",
+                file=sys.stderr if as_json else sys.stdout,
+            )
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+    if verbose and (work / "runtime.log").exists():
+        sys.stderr.write((work / "runtime.log").read_text(encoding="utf-8", errors="replace"))
+    return code

@@ -72,6 +72,7 @@ class DeviceAgents:
         behaviors: dict[str, Behavior] | None = None,
         world: World | None = None,
         time_scale: float = 0.02,
+        protocol: str = "5",
     ) -> None:
         self.root = root
         self.world = world or World(time_scale=time_scale)
@@ -84,7 +85,12 @@ class DeviceAgents:
         self._lock = threading.Condition()
         self._connected = threading.Event()
         self.client = start_client(
-            host, port, f"sim-devices-{root.replace('/', '-')}", self._on_connect, self._on_message
+            host,
+            port,
+            f"sim-devices-{root.replace('/', '-')}",
+            self._on_connect,
+            self._on_message,
+            protocol,
         )
         if not self._connected.wait(10):
             raise TimeoutError("device agents could not connect")

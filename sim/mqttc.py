@@ -19,11 +19,11 @@ def start_client(
     client_id: str,
     on_connect: Callable[..., None],
     on_message: Callable[[paho.Client, Any, paho.MQTTMessage], None],
+    protocol: str = "5",
 ) -> paho.Client:
+    version = MQTTProtocolVersion.MQTTv5 if protocol == "5" else MQTTProtocolVersion.MQTTv311
     client = paho.Client(
-        callback_api_version=CallbackAPIVersion.VERSION2,
-        client_id=client_id,
-        protocol=MQTTProtocolVersion.MQTTv5,
+        callback_api_version=CallbackAPIVersion.VERSION2, client_id=client_id, protocol=version
     )
     client.suppress_exceptions = True
     client.reconnect_delay_set(1, 1)

@@ -41,13 +41,21 @@ def _parse(payload: bytes) -> Any:
 
 class MqttProbe:
     def __init__(
-        self, port: int, topics: list[str], *, client_id: str = "", host: str = "127.0.0.1"
+        self,
+        port: int,
+        topics: list[str],
+        *,
+        client_id: str = "",
+        host: str = "127.0.0.1",
+        protocol: str = "5",
     ) -> None:
         self._topics = topics
         self._messages: list[Message] = []
         self._cond = threading.Condition()
         self._connects = 0
-        self.client = start_client(host, port, client_id, self._on_connect, self._on_message)
+        self.client = start_client(
+            host, port, client_id, self._on_connect, self._on_message, protocol
+        )
         self.wait_connected(1)
 
     def _on_connect(self, client: paho.Client, _u: Any, _f: Any, reason: Any, _p: Any) -> None:

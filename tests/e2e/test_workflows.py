@@ -329,3 +329,31 @@ def test_terminal_reports_go_to_the_sync_outbox_when_the_cloud_is_away(
     rows = eventually(lambda: len(db_rows(tmp_path, sql)) == 2 and db_rows(tmp_path, sql))
     statuses = sorted(json.loads(p)["event"]["status"] for (p,) in rows)
     assert statuses == ["COMPLETED", "WORKFLOW_COMPLETED"]
+
+
+def test_duplicate_and_out_of_order_callbacks_and_device_context(
+    runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe, devices: DeviceAgents
+) -> None:
+    devices.behaviors["mobility.move_to_room"] = Behavior("duplicate")
+    devices.behaviors["air_purifier.start"] = Behavior("out_of_order")
+    runtime_factory()
+    say(probe, cloud, "t-dup", "안방으로 가서 청정해줘", SEED_WORKFLOW)
+    workflow_status(probe, "wf-seed", "WORKFLOW_COMPLETED")
+    move_events = [e["status"] for e in probe.messages(EVENTS) if e["task_id"] == MOVE]
+    assert move_events.count("COMPLETED") == 1  # every callback came twice, applied once
+    assert move_events.count("PROGRESS") == 3
+    purify = [e["status"] for e in probe.messages(EVENTS) if e["task_id"] == PURIFY]
+    assert purify[-1] == "COMPLETED" and purify.count("PROGRESS") == 2  # the late one dropped
+    context = probe.wait_for(f"{ROOT}/device/context", lambda b: b.get("purifier_mode") == "auto")
+    assert context["current_room"] == "안방" and 0 < context["battery"] < 82
+
+
+def test_pui_button_press_from_the_simulator(
+    runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe, devices: DeviceAgents
+) -> None:
+    devices.behaviors["mobility.move_to_room"] = Behavior("hold")
+    runtime_factory()
+    say(probe, cloud, "t-btn", "안방으로 가서 청정해줘", SEED_WORKFLOW)
+    probe.wait_for(EVENTS, lambda b: b.get("task_id") == MOVE and b.get("status") == "RUNNING")
+    devices.press_pui("wf-seed")
+    assert workflow_status(probe, "wf-seed", "WORKFLOW_CANCELLED")["reason"] == "pui"
