@@ -10,7 +10,8 @@ import pytest
 from cloud_client.client import CloudClient
 from cloud_client.errors import CloudBadResponse, CloudRejected, CloudUnavailable
 from cloud_client.models import TurnRequest, VoiceContext
-from sim.cloud import turn_response
+from sim.cloud_state import CloudState
+from sim.planner import plan_turn
 
 
 def request() -> TurnRequest:
@@ -44,7 +45,7 @@ def client(handler: Any) -> tuple[CloudClient, list[httpx.Request]]:
 
 def ok(req: httpx.Request, _n: int) -> httpx.Response:
     body = json.loads(req.content)
-    return httpx.Response(200, json=turn_response(body, {"cursor": "c", "version": "v1"}))
+    return httpx.Response(200, json=plan_turn(CloudState(), body))
 
 
 def run(coro: Any) -> Any:
