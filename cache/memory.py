@@ -14,6 +14,7 @@ from a2a_common.clock import Clock
 from a2a_common.ids import new_id
 from a2a_common.writes import SyncWrite
 from cache.model import CacheView, CandidateIn, PromotionPolicy, SyncPosition
+from cache.privacy import PrivacyPolicy
 from cache.profile import ProfileStore
 from cache.sessions import choose_session
 from cache.snapshot import Snapshot, build_snapshot
@@ -30,8 +31,8 @@ class MemoryPolicy:
     session_idle_s: int = 1800
     timezone: str = "Asia/Seoul"
     promotion: PromotionPolicy = field(default_factory=PromotionPolicy)
-    sensitive_categories: frozenset[str] = frozenset({"health", "vital", "home_layout", "contact"})
-    consented_categories: frozenset[str] = frozenset()
+    retention_days: int = 30
+    privacy: PrivacyPolicy = field(default_factory=PrivacyPolicy)
 
 
 class Memory:
@@ -45,7 +46,7 @@ class Memory:
             clock=clock,
             timezone=policy.timezone,
             policy=policy.promotion,
-            sensitive_categories=policy.sensitive_categories,
+            privacy=policy.privacy,
         )
         self.tiers = TierStore(db=db, clock=clock, profile=self.profile)
 
@@ -103,7 +104,7 @@ class Memory:
             session_id=session_id,
             now=self._clock.now(),
             recent_pairs=self.policy.recent_pairs,
-            consented=self.policy.consented_categories,
+            consented=self.policy.privacy.consented,
         )
 
     def snapshot(self, session_id: str | None) -> Snapshot:

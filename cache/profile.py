@@ -19,7 +19,8 @@ from a2a_common.clock import Clock, iso
 from a2a_common.ids import new_id
 from a2a_common.writes import SyncWrite
 from cache.model import CandidateIn, Evidence, ItemStatus, PromotionPolicy
-from cache.promotion import next_status
+from cache.privacy import PrivacyPolicy
+from cache.promotion import next_status, replay_status
 
 _ITEM_COLUMNS = (
     "item_id, key, value, category, confidence, relevance_score, status, expire_at, sensitive,"
@@ -55,13 +56,13 @@ class ProfileStore:
         clock: Clock,
         timezone: str,
         policy: PromotionPolicy,
-        sensitive_categories: frozenset[str],
+        privacy: PrivacyPolicy,
     ) -> None:
         self._db = db
         self._clock = clock
         self._zone = ZoneInfo(timezone)
         self._policy = policy
-        self._sensitive = sensitive_categories
+        self._privacy = privacy
 
     def local_day(self, when: datetime) -> str:
         return when.astimezone(self._zone).date().isoformat()
@@ -109,7 +110,7 @@ class ProfileStore:
                 cand.category,
                 cand.confidence,
                 cand.confidence if cand.confidence is not None else 0.5,
-                int((cand.category or "") in self._sensitive),
+                int((cand.category or "") in self._privacy.sensitive),
                 iso(now),
                 iso(now),
             ],
@@ -122,6 +123,8 @@ class ProfileStore:
         self, cand: CandidateIn, *, pair_id: str, session_id: str, source: str
     ) -> list[SyncWrite]:
         """Count one turn's evidence; promote; return the sync writes the change owes."""
+        if not self._privacy.writable(cand.category):
+            return []  # `store: never`: not written at all
         now = self._clock.now()
         item = self._ensure_item(cand, now)
         if not self._record(item["item_id"], cand, pair_id, session_id, source, now):
@@ -131,31 +134,59 @@ class ProfileStore:
         confidence = max(
             (c for c in (item["confidence"], cand.confidence) if c is not None), default=None
         )
-        sessions = sorted({e.session_id for e in evidence})
         self._db.execute(
-            "UPDATE profile_items SET status = ?, confidence = ?, category = coalesce(category, ?),"
-            " source_candidate_ids = ?, source_pair_ids = ?, source_session_ids = ?,"
-            " updated_at = ? WHERE item_id = ?",
+            "UPDATE profile_items SET confidence = ?, category = coalesce(category, ?)"
+            " WHERE item_id = ?",
+            [confidence, cand.category, item["item_id"]],
+        )
+        return self._settle(item, evidence, status, now)
+
+    def recount(self, item_id: str) -> list[SyncWrite]:
+        """After some of an item's evidence was forgotten: its sources and status again."""
+        row = self._db.execute(
+            "SELECT key, value FROM profile_items WHERE item_id = ?", [item_id]
+        ).fetchone()
+        if row is None:
+            return []
+        item = self.item(row[0], json.loads(row[1]))
+        assert item is not None
+        evidence = self.evidence(item_id)
+        status: ItemStatus = item["status"]
+        if status != "revoked" and item["origin"] == "device":
+            status = replay_status(evidence, self._policy)
+        return self._settle(item, evidence, status, self._clock.now())
+
+    def _settle(
+        self, item: dict[str, Any], evidence: list[Evidence], status: ItemStatus, now: datetime
+    ) -> list[SyncWrite]:
+        sessions = sorted({e.session_id for e in evidence})
+        expire = self._privacy.expire_at(item["category"], now)
+        self._db.execute(
+            "UPDATE profile_items SET status = ?, source_candidate_ids = ?, source_pair_ids = ?,"
+            " source_session_ids = ?, expire_at = coalesce(?, expire_at), updated_at = ?"
+            " WHERE item_id = ?",
             [
                 status,
-                confidence,
-                cand.category,
                 jsonx.dumps([e.candidate_id for e in evidence]),
                 jsonx.dumps([e.pair_id for e in evidence]),
                 jsonx.dumps(sessions),
+                iso(expire) if expire else None,
                 iso(now),
                 item["item_id"],
             ],
         )
-        updated = self.item(cand.key, cand.value)
+        updated = self.item(item["key"], json.loads(item["value"]))
         assert updated is not None
+        if status == "confirmed" and item["status"] != "confirmed":
+            self._demote_others(item["key"], item["item_id"], now)
+        if not self._privacy.shared(updated["category"]):
+            return []  # `share: false`: stays on the device
         payload = item_json(updated) | {
             "mentions": len(evidence),
             "days": sorted({e.day for e in evidence}),
         }
         writes = [SyncWrite("profile_candidate", payload)]
         if status == "confirmed" and item["status"] != "confirmed":
-            self._demote_others(cand.key, item["item_id"], now)
             writes.append(SyncWrite("profile_confirmed", item_json(updated)))
         return writes
 

@@ -57,3 +57,12 @@ def observed_candidates(steps: Sequence[StepOutcome]) -> list[CandidateIn]:
             found.append(CandidateIn("preferred_room", room, "device_pattern"))
             room = None
     return found
+
+
+def replay_status(evidence: Sequence[Evidence], policy: PromotionPolicy) -> ItemStatus:
+    """The status the evidence earns when counted again in order (after some of it was
+    forgotten): an acceptance confirms only if the item was suggestable when it arrived."""
+    status: ItemStatus = "candidate"
+    for index, item in enumerate(evidence):
+        status = next_status(status, evidence[: index + 1], item.kind, policy)
+    return status

@@ -77,6 +77,7 @@ class MemorySettings(_Section):
     recent_pairs: int = Field(6, ge=0, le=100)
     session_idle_s: int = Field(1800, ge=1)
     retention_days: int = Field(30, ge=1)
+    retention_every_s: int = Field(600, ge=1)  # how often the retention sweep runs
     timezone: str = "Asia/Seoul"
     promotion: PromotionSettings = PromotionSettings()
 
@@ -90,9 +91,16 @@ class MemorySettings(_Section):
         return value
 
 
+class CategoryPolicySettings(_Section):
+    store: str = Field("forever", pattern=r"^(never|session|forever|days:[1-9][0-9]{0,4})$")
+    share: bool = True
+
+
 class PrivacySettings(_Section):
     sensitive_categories: list[str] = ["health", "vital", "home_layout", "contact"]
     consented_categories: list[str] = []
+    # category -> policy; a sensitive category without an entry is kept 30 days, unshared
+    categories: dict[str, CategoryPolicySettings] = {}
 
 
 class SyncSettings(_Section):

@@ -6,6 +6,7 @@ from a2a_common.clock import Clock, SystemClock
 from a2a_common.sqlite import open_state_db
 from cache.memory import Memory, MemoryPolicy
 from cache.model import PromotionPolicy
+from cache.privacy import CategoryPolicy, PrivacyPolicy
 from cloud_client.client import CloudClient
 from edge import __version__
 from edge.config import Secrets, Settings
@@ -31,8 +32,15 @@ def memory_policy(settings: Settings) -> MemoryPolicy:
         session_idle_s=mem.session_idle_s,
         timezone=mem.timezone,
         promotion=PromotionPolicy(**mem.promotion.model_dump()),
-        sensitive_categories=frozenset(settings.privacy.sensitive_categories),
-        consented_categories=frozenset(settings.privacy.consented_categories),
+        retention_days=mem.retention_days,
+        privacy=PrivacyPolicy(
+            categories={
+                name: CategoryPolicy(p.store, p.share)
+                for name, p in settings.privacy.categories.items()
+            },
+            sensitive=frozenset(settings.privacy.sensitive_categories),
+            consented=frozenset(settings.privacy.consented_categories),
+        ),
     )
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from a2a_common.clock import ManualClock
 from a2a_common.sqlite import open_state_db
 from cache.memory import Memory, MemoryPolicy
+from cache.privacy import PrivacyPolicy
 from edge.schema import MIGRATIONS
 
 
@@ -34,7 +35,9 @@ def test_only_live_confirmed_consented_items(memory: Memory, clock: ManualClock)
 def test_sensitive_category_with_consent(tmp_path: Path, clock: ManualClock) -> None:
     db = open_state_db(tmp_path / "c.db", MIGRATIONS)
     memory = Memory(
-        db=db, clock=clock, policy=MemoryPolicy(consented_categories=frozenset({"health"}))
+        db=db,
+        clock=clock,
+        policy=MemoryPolicy(privacy=PrivacyPolicy(consented=frozenset({"health"}))),
     )
     put_item(memory, "blood_pressure", "high", category="health", relevance_score=0.2)
     put_item(memory, "address", "…", category="contact", relevance_score=0.9)
