@@ -13,9 +13,11 @@ import sqlite_utils
 from a2a_common.clock import Clock
 from a2a_common.ids import new_id
 from a2a_common.writes import SyncWrite
+from cache.forget import Forgetter
 from cache.model import CacheView, CandidateIn, PromotionPolicy, SyncPosition
 from cache.privacy import PrivacyPolicy
 from cache.profile import ProfileStore
+from cache.retention import Sweeper
 from cache.sessions import choose_session
 from cache.snapshot import Snapshot, build_snapshot
 from cache.store import CacheStore
@@ -49,6 +51,8 @@ class Memory:
             privacy=policy.privacy,
         )
         self.tiers = TierStore(db=db, clock=clock, profile=self.profile)
+        self.forgetter = Forgetter(db=db, clock=clock, profile=self.profile)
+        self.sweeper = Sweeper(db=db, retention_days=policy.retention_days, privacy=policy.privacy)
 
     # --- sessions and the turn's pair ---------------------------------------------------------
     def session_for(self, requested: str | None, now: datetime) -> str:
@@ -65,7 +69,10 @@ class Memory:
     ) -> tuple[str, str]:
         """Open or continue the session and record the user's words; (pair_id, session_id)."""
         now = self._clock.now()
+        latest = self.store.latest_session()
         session_id = self.session_for(requested_session, now)
+        if latest is not None and latest.session_id != session_id:
+            self.sweeper.end_sessions(session_id)  # `store: session` items go with their session
         self.store.touch_session(session_id, now)
         pair_id = new_id("pair", self._clock)
         self.store.record_utterance(

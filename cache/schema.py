@@ -103,7 +103,30 @@ def _v2(db: sqlite_utils.Database) -> None:
     )
 
 
+def _v3(db: sqlite_utils.Database) -> None:
+    """Append-only audit of forgets, revocations and expiries: ids and counts, never text."""
+    db.execute(
+        """CREATE TABLE memory_audit (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            ts TEXT NOT NULL,
+            action TEXT NOT NULL,
+            scope TEXT NOT NULL,
+            target TEXT,
+            counts TEXT NOT NULL,
+            reason TEXT NOT NULL)"""
+    )
+    db.execute(
+        "CREATE TRIGGER memory_audit_append_only BEFORE UPDATE ON memory_audit"
+        " BEGIN SELECT RAISE(ABORT, 'memory_audit is append-only'); END"
+    )
+    db.execute(
+        "CREATE TRIGGER memory_audit_no_delete BEFORE DELETE ON memory_audit"
+        " BEGIN SELECT RAISE(ABORT, 'memory_audit is append-only'); END"
+    )
+
+
 MIGRATIONS = [
     Migration("cache_0001_pairs_sessions_state", _v1),
     Migration("cache_0002_tiers_profile_provenance", _v2),
 ]
+MIGRATIONS_3 = [Migration("cache_0003_memory_audit", _v3)]

@@ -187,3 +187,33 @@ def replay_offline(
         return asyncio.run(go())
     finally:
         db.close()
+
+
+def memory_offline(settings: Settings, command: str, args: dict[str, Any]) -> dict[str, Any]:
+    """No service runs: forget or revoke in the DB directly (then checkpoint the WAL)."""
+    from edge.memory_ops import MemoryOps
+    from edge.wiring import memory_policy
+
+    clock = SystemClock()
+    db = open_state_db(
+        settings.state_db_path,
+        MIGRATIONS,
+        synchronous=settings.storage.synchronous,
+        busy_timeout_ms=settings.storage.busy_timeout_ms,
+    )
+    try:
+        ops = MemoryOps(
+            db=db,
+            memory=Memory(db=db, clock=clock, policy=memory_policy(settings)),
+            sync_outbox=SyncOutbox(db=db, clock=clock),
+            clock=clock,
+        )
+        with db.atomic():
+            if command == "memory.forget":
+                result: dict[str, Any] = {"removed": ops.forget(args["scope"], args.get("id"))}
+            else:
+                result = ops.revoke(args["key"])
+        ops.checkpoint()
+        return {"ok": True, "result": result}
+    finally:
+        db.close()

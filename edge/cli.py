@@ -83,6 +83,35 @@ def cmd_memory_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _memory_change(args: argparse.Namespace, command: str, payload: dict[str, Any]) -> int:
+    from edge import admin
+
+    settings = _settings(args)
+    answer = admin.ask_service(settings, load_secrets(settings), command, payload)
+    if answer is None:
+        answer = admin.memory_offline(settings, command, payload)
+    if args.json or answer.get("ok"):
+        _print(answer if args.json else answer["result"], args.json)
+    if not answer.get("ok"):
+        print(f"a2a-edge: {answer.get('error')}", file=sys.stderr)
+    return 0 if answer.get("ok") else 1
+
+
+def cmd_memory_forget(args: argparse.Namespace) -> int:
+    for scope, target in (
+        ("pair", args.pair),
+        ("session", args.session),
+        ("profile_key", args.key),
+    ):
+        if target:
+            return _memory_change(args, "memory.forget", {"scope": scope, "id": target})
+    return _memory_change(args, "memory.forget", {"scope": "all"})
+
+
+def cmd_memory_revoke(args: argparse.Namespace) -> int:
+    return _memory_change(args, "memory.revoke", {"key": args.key})
+
+
 def cmd_memory_snapshot(args: argparse.Namespace) -> int:
     from edge import inspect
 
@@ -288,11 +317,23 @@ def parser() -> argparse.ArgumentParser:
 
     memory = sub.add_parser("memory", help="the memory cache (read-only views)")
     memory_sub = memory.add_subparsers(dest="memory_command", required=True)
+    forget = memory_sub.add_parser("forget", help="forget a pair, a session, a key, or all")
+    target = forget.add_mutually_exclusive_group(required=True)
+    target.add_argument("--pair")
+    target.add_argument("--session")
+    target.add_argument("--key")
+    target.add_argument("--all", action="store_true")
+    revoke = memory_sub.add_parser("revoke", help="revert a wrong profile item")
+    revoke.add_argument("--key", required=True)
     for name, func, text in (
         ("show", cmd_memory_show, "tiers, counts, profile items with status and sources"),
         ("snapshot", cmd_memory_snapshot, "the exact snapshot the next turn would send"),
+        ("forget", cmd_memory_forget, ""),
+        ("revoke", cmd_memory_revoke, ""),
     ):
-        cmd = memory_sub.add_parser(name, help=text)
+        cmd = {"forget": forget, "revoke": revoke}.get(name) or memory_sub.add_parser(
+            name, help=text
+        )
         cmd.add_argument("--config")
         cmd.add_argument("--json", action="store_true")
         cmd.set_defaults(func=func)

@@ -22,12 +22,14 @@ from cache.memory import Memory
 from cloud_client.client import CloudClient
 from edge import __version__
 from edge.config import Settings
+from edge.memory_ops import MemoryOps
 from edge.mqtt import ChannelHandlers, Inbound, LastWill, MqttChannel
 from edge.notify import Notifier
 from edge.outbound import DurableOutbox, InboxDedupe
 from edge.topics import (
     AdminRequestMsg,
     DeviceContextMsg,
+    ForgetMsg,
     PuiEventMsg,
     Refusal,
     TaskCallbackMsg,
@@ -68,6 +70,7 @@ class Runtime:
         workflows: WorkflowDriver,
         replayer: Replayer,
         sync_outbox: SyncOutbox,
+        memory_ops: MemoryOps,
         dedupe: InboxDedupe,
         notifier: Notifier,
         password: str | None,
@@ -83,6 +86,7 @@ class Runtime:
         self._workflows = workflows
         self._replayer = replayer
         self._sync = sync_outbox
+        self._memory_ops = memory_ops
         self._warnings: list[str] = []
         self._dedupe = dedupe
         self._notifier = notifier
@@ -103,6 +107,7 @@ class Runtime:
             "pui/event": self._on_pui,
             "workflow/request": self._on_workflow_request,
             "admin/request": self._on_admin,
+            "memory/forget": self._on_forget,
         }
 
     # --- life cycle -------------------------------------------------------------------------
@@ -173,6 +178,7 @@ class Runtime:
             asyncio.create_task(self._workflows.run_timer()),
             asyncio.create_task(self._workflows.run_reporter()),
             asyncio.create_task(self._replayer.run()),
+            asyncio.create_task(self._retention()),
         ]
         await self._stop.wait()
         for task in background:
@@ -368,7 +374,23 @@ class Runtime:
             self._dedupe.mark(key, msg.topic)
             result = Result()
             workflow_id = parsed.args.get("workflow_id")
-            if parsed.command == "sync.replay":
+            if parsed.command == "memory.forget":
+                scope, target = parsed.args.get("scope"), parsed.args.get("id")
+                if scope not in ("pair", "session", "profile_key", "all") or (
+                    (scope == "all") != (target is None)
+                ):
+                    answer["error"] = "args: scope pair|session|profile_key (with id) or all"
+                else:
+                    answer.update(
+                        ok=True, result={"removed": self._memory_ops.forget(scope, target)}
+                    )
+            elif parsed.command == "memory.revoke":
+                key_arg = parsed.args.get("key")
+                if not isinstance(key_arg, str) or not key_arg:
+                    answer["error"] = "args.key is required"
+                else:
+                    answer.update(ok=True, result=self._memory_ops.revoke(key_arg))
+            elif parsed.command == "sync.replay":
                 requeued = self._sync.requeue_dead() if parsed.args.get("requeue_dead") else 0
                 answer.update(
                     ok=True,
@@ -395,6 +417,32 @@ class Runtime:
             return result
 
         self._workflows.apply(apply)
+        if parsed.command == "memory.forget":
+            self._memory_ops.checkpoint()
+
+    def _on_forget(self, msg: Inbound, parsed: Any) -> None:
+        assert isinstance(parsed, ForgetMsg)
+        key = f"forget:{parsed.request_id}"
+        if self._dedupe.seen(key):
+            return
+        with self._db.atomic():
+            self._dedupe.mark(key, msg.topic)
+            removed = self._memory_ops.forget(parsed.scope, parsed.id)
+            self._outbox.enqueue(
+                self._topics.forget_result, {"request_id": parsed.request_id, "removed": removed}
+            )
+        self._memory_ops.checkpoint()
+        self._outbox.flush()
+
+    async def _retention(self) -> None:
+        """At start and every `memory.retention_every_s`: bounded batches, the loop between."""
+        while True:
+            try:
+                while any(self._memory_ops.sweep().values()):
+                    await asyncio.sleep(0)
+            except Exception:
+                log.exception("retention sweep failed")
+            await asyncio.sleep(self._settings.memory.retention_every_s)
 
     def _on_device_context(self, _msg: Inbound, parsed: Any) -> None:
         assert isinstance(parsed, DeviceContextMsg)

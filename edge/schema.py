@@ -18,4 +18,5 @@ MIGRATIONS: list[Migration] = [
     *outbox.MIGRATIONS,  # 4 sync_0001_outbox
     *taskmanager_store.MIGRATIONS,  # 5 taskmanager_0001_workflows_trace
     *outbox.MIGRATIONS_2,  # 6 sync_0002_dead_letters_meta
+    *cache_schema.MIGRATIONS_3,  # 7 cache_0003_memory_audit
 ]

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, model_validator
 
 from taskmanager.model import CallbackStatus
 
@@ -59,6 +59,18 @@ class WorkflowRequestMsg(BaseModel):
     workflow_id: StrictStr = Field(min_length=1, max_length=96)
 
 
+class ForgetMsg(_Inbound):
+    request_id: StrictStr = Field(min_length=1, max_length=128)
+    scope: Literal["pair", "session", "profile_key", "all"]
+    id: StrictStr | None = Field(None, min_length=1, max_length=128)
+
+    @model_validator(mode="after")
+    def _id_unless_all(self) -> ForgetMsg:
+        if (self.scope == "all") != (self.id is None):
+            raise ValueError("id is required for pair/session/profile_key and absent for all")
+        return self
+
+
 class AdminRequestMsg(_Inbound):
     request_id: StrictStr = Field(min_length=1, max_length=128)
     command: Literal["memory.forget", "memory.revoke", "sync.replay", "workflow.cancel"]
@@ -72,6 +84,7 @@ KIND_MODELS: dict[str, type[BaseModel]] = {
     "pui/event": PuiEventMsg,
     "workflow/request": WorkflowRequestMsg,
     "admin/request": AdminRequestMsg,
+    "memory/forget": ForgetMsg,
 }
 
 
@@ -93,6 +106,7 @@ class Topics:
         self.runtime_error = self._t("runtime/error")
         self.workflow_event = self._t("workflow/event")
         self.admin_response = self._t("admin/response")
+        self.forget_result = self._t("memory/forget/result")
 
     def _t(self, suffix: str) -> str:
         return f"{self.root}/{suffix}"

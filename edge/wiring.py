@@ -10,6 +10,7 @@ from cache.privacy import CategoryPolicy, PrivacyPolicy
 from cloud_client.client import CloudClient
 from edge import __version__
 from edge.config import Secrets, Settings
+from edge.memory_ops import MemoryOps
 from edge.notify import Notifier
 from edge.outbound import DurableOutbox, InboxDedupe
 from edge.runtime import Runtime
@@ -127,6 +128,7 @@ def build_runtime(
         workflows=workflows,
         replayer=replayer,
         sync_outbox=sync_outbox,
+        memory_ops=MemoryOps(db=db, memory=memory, sync_outbox=sync_outbox, clock=clock),
         dedupe=dedupe,
         notifier=notifier or Notifier(),
         password=secrets.mqtt_password,

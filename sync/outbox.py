@@ -100,6 +100,53 @@ class SyncOutbox:
             [(error, w) for w in write_ids],
         )
 
+    def drop_memory(
+        self,
+        *,
+        pairs: list[str],
+        sessions: list[str],
+        items: list[str],
+        keys: list[str],
+        everything: bool = False,
+    ) -> int:
+        """Unsent (and dead-lettered) memory writes about forgotten things; returns how many.
+        `task_terminal` and earlier `memory_deletion` writes carry no memory and stay."""
+        memory_kinds = "('short_term_pair', 'profile_candidate', 'profile_confirmed')"
+        dropped = 0
+        for table in ("sync_outbox", "sync_dead"):
+            if everything:
+                dropped += int(
+                    self._db.execute(f"DELETE FROM {table} WHERE kind IN {memory_kinds}").rowcount
+                )
+                continue
+            for field, values in (
+                ("pair_id", pairs),
+                ("session_id", sessions),
+                ("item_id", items),
+                ("key", keys),
+            ):
+                if not values:
+                    continue
+                marks = ",".join("?" * len(values))
+                dropped += int(
+                    self._db.execute(
+                        f"DELETE FROM {table} WHERE kind IN {memory_kinds}"
+                        f" AND json_extract(payload, '$.{field}') IN ({marks})",
+                        values,
+                    ).rowcount
+                )
+            if pairs:  # profile writes whose provenance names a forgotten pair
+                marks = ",".join("?" * len(pairs))
+                dropped += int(
+                    self._db.execute(
+                        f"DELETE FROM {table} WHERE kind IN {memory_kinds} AND EXISTS (SELECT 1"
+                        f" FROM json_each({table}.payload, '$.source_pair_ids')"
+                        f" WHERE value IN ({marks}))",
+                        pairs,
+                    ).rowcount
+                )
+        return dropped
+
     def requeue_dead(self) -> int:
         """Dead letters back into the outbox, with their own write_id and content."""
         moved = self._db.execute(

@@ -108,12 +108,17 @@ class Replayer:
             reraise=True,
         )
         done, conflicts = 0, 0
-        while batch := self._outbox.oldest(self.limit):
+        while self._outbox.pending():
             plan: Plan | None = None
+            batch: list[Pending] = []
             async for attempt in retrying:
                 with attempt:
-                    plan = await self._send(batch)
-            assert plan is not None
+                    # read again on every try: a forget may have dropped writes meanwhile
+                    batch = self._outbox.oldest(self.limit)
+                    if batch:
+                        plan = await self._send(batch)
+            if plan is None:
+                break
             conflicts = conflicts + 1 if plan.resend and plan.force_sync else 0
             self._apply(batch, plan)
             done += len(plan.ack)
@@ -136,8 +141,10 @@ class Replayer:
         with self._db.atomic():
             self._outbox.set_meta("in_flight", str(len(batch)))
         try:
+            # one try per request: retries go through `drain`, which reads the batch again
+            # (a forget may have dropped some of its writes meanwhile)
             status, answer = await self._poster.post_json(
-                SYNC_PATH, body, deadline_s=self._deadline_s
+                SYNC_PATH, body, deadline_s=self._deadline_s, max_attempts=1
             )
         except CloudRejected as exc:
             status, answer = exc.status, exc.body

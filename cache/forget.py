@@ -1,0 +1,244 @@
+"""Forgetting along provenance (SPEC §5.5) and reverting a wrong profile item.
+
+A forget deletes its target and follows the source chains: evidence from forgotten pairs goes,
+profile items are recounted (one left without any source goes too; a confirmed one that falls
+below its promotion rule steps back), summaries lose the forgotten sessions (and go when none is
+left), a digest loses the deleted summaries likewise. Every write happens in the caller's
+transaction; the audit keeps ids and counts, never text.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlite_utils
+
+from a2a_common import jsonx
+from a2a_common.clock import Clock, iso
+from a2a_common.writes import SyncWrite
+from cache.profile import ProfileStore
+
+SCOPES = ("pair", "session", "profile_key", "all")
+
+
+@dataclass
+class Forgotten:
+    scope: str
+    target: str | None
+    pairs: list[str] = field(default_factory=list)
+    sessions: list[str] = field(default_factory=list)
+    items: list[str] = field(default_factory=list)
+    keys: list[str] = field(default_factory=list)
+    summaries: int = 0
+    writes: list[SyncWrite] = field(default_factory=list)  # refreshed items still shared
+
+    def tombstone(self) -> SyncWrite:
+        """One `memory_deletion` for the cloud: ids only."""
+        return SyncWrite(
+            "memory_deletion",
+            {
+                "scope": self.scope,
+                "id": self.target,
+                "pair_ids": self.pairs,
+                "session_ids": self.sessions,
+                "item_ids": self.items,
+                "profile_keys": self.keys,
+            },
+        )
+
+
+def _ids(db: sqlite_utils.Database, sql: str, params: Iterable[Any] = ()) -> list[str]:
+    return [str(row[0]) for row in db.execute(sql, list(params)).fetchall()]
+
+
+def _marks(values: list[str]) -> str:
+    return ",".join("?" * len(values))
+
+
+class Forgetter:
+    def __init__(self, *, db: sqlite_utils.Database, clock: Clock, profile: ProfileStore) -> None:
+        self._db = db
+        self._clock = clock
+        self._profile = profile
+
+    def audit(
+        self, action: str, scope: str, target: str | None, counts: dict[str, int], reason: str
+    ) -> None:
+        self._db.execute(
+            "INSERT INTO memory_audit (ts, action, scope, target, counts, reason)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            [iso(self._clock.now()), action, scope, target, jsonx.dumps(counts), reason],
+        )
+
+    def forget(self, scope: str, target: str | None) -> Forgotten:
+        out = Forgotten(scope, target)
+        db = self._db
+        if scope == "pair":
+            out.pairs = _ids(db, "SELECT pair_id FROM pairs WHERE pair_id = ?", [target])
+        elif scope == "session":
+            out.sessions = _ids(
+                db, "SELECT session_id FROM sessions WHERE session_id = ?", [target]
+            )
+            out.pairs = _ids(db, "SELECT pair_id FROM pairs WHERE session_id = ?", [target])
+        elif scope == "profile_key":
+            out.keys = _ids(db, "SELECT DISTINCT key FROM profile_items WHERE key = ?", [target])
+        elif scope == "all":
+            out.pairs = _ids(db, "SELECT pair_id FROM pairs")
+            out.sessions = _ids(db, "SELECT session_id FROM sessions")
+            out.keys = _ids(db, "SELECT DISTINCT key FROM profile_items")
+        else:
+            raise ValueError(f"unknown scope {scope}")
+        self._forget_items(out)
+        self._forget_pairs(out)
+        self._forget_sessions(out)
+        return out
+
+    def _forget_items(self, out: Forgotten) -> None:
+        if out.keys:
+            out.items += _ids(
+                self._db,
+                f"SELECT item_id FROM profile_items WHERE key IN ({_marks(out.keys)})",
+                out.keys,
+            )
+        affected: set[str] = set()
+        if out.pairs:
+            affected |= set(
+                _ids(
+                    self._db,
+                    f"SELECT DISTINCT item_id FROM profile_evidence WHERE pair_id IN"
+                    f" ({_marks(out.pairs)})",
+                    out.pairs,
+                )
+            )
+            self._db.execute(
+                f"DELETE FROM profile_evidence WHERE pair_id IN ({_marks(out.pairs)})", out.pairs
+            )
+            affected |= self._strip_sources(out.pairs, "source_pair_ids")
+        if out.sessions:
+            affected |= self._strip_sources(out.sessions, "source_session_ids")
+        for item_id in sorted(affected - set(out.items)):
+            if self._orphaned(item_id):
+                out.items.append(item_id)
+            else:
+                out.writes += self._profile.recount(item_id)
+        if out.items:
+            self._db.execute(
+                f"DELETE FROM profile_items WHERE item_id IN ({_marks(out.items)})", out.items
+            )
+
+    def _strip_sources(self, gone: list[str], column: str) -> set[str]:
+        """Remove forgotten ids from a provenance list; returns the items that changed."""
+        changed: set[str] = set()
+        rows = self._db.execute(
+            f"SELECT item_id, {column} FROM profile_items WHERE EXISTS (SELECT 1 FROM"
+            f" json_each(profile_items.{column}) WHERE value IN ({_marks(gone)}))",
+            gone,
+        ).fetchall()
+        for item_id, raw in rows:
+            kept = [v for v in json.loads(raw) if v not in set(gone)]
+            self._db.execute(
+                f"UPDATE profile_items SET {column} = ? WHERE item_id = ?",
+                [jsonx.dumps(kept), item_id],
+            )
+            changed.add(item_id)
+        return changed
+
+    def _orphaned(self, item_id: str) -> bool:
+        """No evidence and no source of any kind left."""
+        row = self._db.execute(
+            "SELECT source_candidate_ids, source_summary_ids, source_session_ids,"
+            " source_pair_ids, origin FROM profile_items WHERE item_id = ?",
+            [item_id],
+        ).fetchone()
+        evidence = self._db.execute(
+            "SELECT count(*) FROM profile_evidence WHERE item_id = ?", [item_id]
+        ).fetchone()[0]
+        if row is None or evidence:
+            return False
+        cloud_sources = [json.loads(row[i]) for i in (1, 2, 3)]
+        return row[4] == "device" or not any(cloud_sources)
+
+    def _forget_pairs(self, out: Forgotten) -> None:
+        if not out.pairs:
+            return
+        sessions = _ids(
+            self._db,
+            f"SELECT DISTINCT session_id FROM pairs WHERE pair_id IN ({_marks(out.pairs)})",
+            out.pairs,
+        )
+        self._db.execute(f"DELETE FROM pairs WHERE pair_id IN ({_marks(out.pairs)})", out.pairs)
+        # a session summary may quote what was said: it goes with any of its pairs
+        self._db.conn.executemany(
+            "UPDATE sessions SET summary = '' WHERE session_id = ?", [(s,) for s in sessions]
+        )
+
+    def _forget_sessions(self, out: Forgotten) -> None:
+        if not out.sessions:
+            return
+        self._db.execute(
+            f"DELETE FROM sessions WHERE session_id IN ({_marks(out.sessions)})", out.sessions
+        )
+        dropped = self._strip_summaries(
+            "daily_summaries", "summary_id", "source_session_ids", out.sessions
+        )
+        out.summaries += len(dropped)
+        if dropped:
+            out.summaries += len(
+                self._strip_summaries("weekly_digests", "digest_id", "source_summary_ids", dropped)
+            )
+
+    def _strip_summaries(
+        self, table: str, id_column: str, column: str, gone: list[str]
+    ) -> list[str]:
+        deleted = []
+        rows = self._db.execute(
+            f"SELECT {id_column}, {column} FROM {table} WHERE EXISTS (SELECT 1 FROM"
+            f" json_each({table}.{column}) WHERE value IN ({_marks(gone)}))",
+            gone,
+        ).fetchall()
+        for row_id, raw in rows:
+            kept = [v for v in json.loads(raw) if v not in set(gone)]
+            if kept:
+                self._db.execute(
+                    f"UPDATE {table} SET {column} = ? WHERE {id_column} = ?",
+                    [jsonx.dumps(kept), row_id],
+                )
+            else:
+                self._db.execute(f"DELETE FROM {table} WHERE {id_column} = ?", [row_id])
+                deleted.append(row_id)
+        return deleted
+
+    def wipe_rest(self) -> int:
+        """`all`: every tier left (summaries without sources too); sync position and audit stay."""
+        count = 0
+        for table in ("daily_summaries", "weekly_digests"):
+            count += int(self._db.execute(f"DELETE FROM {table}").rowcount)
+        self._db.execute("DELETE FROM profile_evidence")
+        self._db.execute(
+            "DELETE FROM device_state WHERE key IN ('last_route', 'active_workflow_id')"
+        )
+        return count
+
+    def revoke(self, key: str) -> tuple[list[str], SyncWrite | None]:
+        """Mark the key's items `revoked`, keeping them for audit without their value text; old
+        evidence stays with them, so it can never promote the same value again."""
+        items = _ids(
+            self._db,
+            "SELECT item_id FROM profile_items WHERE key = ? AND status != 'revoked'",
+            [key],
+        )
+        for item_id in items:
+            self._db.execute(
+                "UPDATE profile_items SET status = 'revoked', value = ?, updated_at = ?"
+                " WHERE item_id = ?",
+                [jsonx.dumps({"revoked": item_id}), iso(self._clock.now()), item_id],
+            )
+        if not items:
+            return [], None
+        return items, SyncWrite(
+            "memory_deletion",
+            {"scope": "profile_revoke", "id": key, "item_ids": items, "profile_keys": [key]},
+        )
