@@ -239,6 +239,8 @@ class ProfileStore:
     def put_confirmed(self, fields: dict[str, Any]) -> None:
         """Take a cloud-confirmed item (sync `updates.profile_items`): it replaces the item of the
         same key; provenance lists given by the cloud are kept as given."""
+        if not self._privacy.writable(fields.get("category")):
+            return  # `store: never` holds for what the cloud sends too
         now = self._clock.now()
         cand = CandidateIn(
             fields["key"], fields["value"], fields.get("category"), fields.get("confidence")
