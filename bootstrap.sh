@@ -36,6 +36,12 @@ ensure_mosquitto() {
     apt_install mosquitto
 }
 
+ensure_test_tools() {
+    # the unit-file test needs systemd's analyzer; the TLS tests make their CA with openssl
+    command -v systemd-analyze >/dev/null || apt_install systemd
+    command -v openssl >/dev/null || apt_install openssl
+}
+
 ensure_venv() {
     local py stamp want
     py=$(find_python)
@@ -68,6 +74,7 @@ case "$command" in
         ;;
     test)
         ensure_mosquitto
+        ensure_test_tools
         ensure_venv
         export PATH="$PWD/.venv/bin:$PATH:/usr/sbin"
         echo "== ruff" && ruff check . && ruff format --check .
