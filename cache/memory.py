@@ -4,7 +4,7 @@ sync writes they owe, for the caller to queue in that same transaction."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -53,6 +53,12 @@ class Memory:
         self.tiers = TierStore(db=db, clock=clock, profile=self.profile)
         self.forgetter = Forgetter(db=db, clock=clock, profile=self.profile)
         self.sweeper = Sweeper(db=db, retention_days=policy.retention_days, privacy=policy.privacy)
+
+    def set_privacy(self, privacy: PrivacyPolicy) -> None:
+        """A new policy (SIGHUP); it applies to what is written and read from now on."""
+        self.policy = replace(self.policy, privacy=privacy)
+        self.profile.set_privacy(privacy)
+        self.sweeper.set_privacy(privacy)
 
     # --- sessions and the turn's pair ---------------------------------------------------------
     def session_for(self, requested: str | None, now: datetime) -> str:

@@ -64,6 +64,9 @@ class ProfileStore:
         self._policy = policy
         self._privacy = privacy
 
+    def set_privacy(self, privacy: PrivacyPolicy) -> None:
+        self._privacy = privacy
+
     def local_day(self, when: datetime) -> str:
         return when.astimezone(self._zone).date().isoformat()
 

@@ -22,6 +22,9 @@ class Sweeper:
         self._retention = timedelta(days=retention_days)
         self._privacy = privacy
 
+    def set_privacy(self, privacy: PrivacyPolicy) -> None:
+        self._privacy = privacy
+
     def _delete(self, table: str, key: str, where: str, params: list[object], limit: int) -> int:
         ids = [
             r[0]

@@ -131,8 +131,8 @@ def replay_offline(
     """No service runs: replay from this process (three tries per batch, then give up)."""
     from cloud_client.client import CloudClient
     from cloud_client.errors import CloudUnavailable
+    from edge.policies import memory_policy
     from edge.sync_sink import MemorySyncSink
-    from edge.wiring import memory_policy
 
     clock = SystemClock()
     db = open_state_db(
@@ -192,7 +192,7 @@ def replay_offline(
 def memory_offline(settings: Settings, command: str, args: dict[str, Any]) -> dict[str, Any]:
     """No service runs: forget or revoke in the DB directly (then checkpoint the WAL)."""
     from edge.memory_ops import MemoryOps
-    from edge.wiring import memory_policy
+    from edge.policies import memory_policy
 
     clock = SystemClock()
     db = open_state_db(

@@ -22,6 +22,7 @@ from edge.admin import ServiceSilent
 from edge.config import Settings, load_secrets, load_settings
 from edge.errors import ConfigError
 from edge.log import configure
+from edge.permissions import check_permissions
 from taskmanager.errors import CatalogError
 
 EXIT_CONFIG = 2
@@ -40,7 +41,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     offset_file = os.environ.get("A2A_CLOCK_OFFSET_FILE")
     clock = OffsetClock(offset_file) if offset_file else None  # demos that let days pass
-    runtime = build_runtime(settings, secrets, clock=clock)
+    check_permissions(settings)
+    runtime = build_runtime(
+        settings, secrets, clock=clock, config_path=Path(args.config) if args.config else None
+    )
     return asyncio.run(runtime.run())
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import sqlite_utils
 
-from a2a_common.clock import SystemClock, iso
+from a2a_common.clock import SystemClock, iso, parse_iso
 from a2a_common.jsonx import canonical
 from a2a_common.sqlite import open_readonly, schema_version
 from cache.memory import Memory, MemoryPolicy
@@ -35,7 +35,29 @@ def _count(db: sqlite_utils.Database, sql: str) -> int:
 def status(settings: Settings) -> dict[str, Any]:
     with readonly_db(settings) as db:
         cursor, version = db.execute("SELECT cursor, version FROM sync_position").fetchone()
+        beat_row = db.execute(
+            "SELECT value FROM device_state WHERE key = 'runtime_heartbeat'"
+        ).fetchone()
+        beat = json.loads(beat_row[0]) if beat_row else {}
+        age = None
+        if beat.get("ts"):
+            age = round((SystemClock().now() - parse_iso(beat["ts"])).total_seconds(), 1)
+        db_bytes = sum(
+            p.stat().st_size
+            for p in settings.state_db_path.parent.glob(settings.state_db_path.name + "*")
+        )
         return {
+            "service": "running" if age is not None and age < 15 else "not running",
+            "heartbeat_age_s": age,
+            "broker": beat.get("broker", "unknown"),
+            "cloud": beat.get("cloud", "unknown"),
+            "loop_lag_ms": beat.get("loop_lag_ms"),
+            "active_workflows": _count(
+                db,
+                "SELECT count(*) FROM workflows WHERE status NOT IN"
+                " ('completed', 'failed', 'cancelled', 'rejected')",
+            ),
+            "db_bytes": db_bytes,
             "device_id": settings.device_id,
             "state_db": str(settings.state_db_path),
             "schema_version": schema_version(db),
@@ -50,7 +72,7 @@ def status(settings: Settings) -> dict[str, Any]:
 
 
 def _memory(db: sqlite_utils.Database, settings: Settings) -> Memory:
-    from edge.wiring import memory_policy
+    from edge.policies import memory_policy
 
     return Memory(db=db, clock=SystemClock(), policy=memory_policy(settings))
 

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
+import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import sqlite_utils
@@ -21,11 +24,13 @@ from a2a_common.clock import Clock, iso, parse_iso
 from cache.memory import Memory
 from cloud_client.client import CloudClient
 from edge import __version__
-from edge.config import Settings
+from edge.config import Settings, load_settings
+from edge.errors import ConfigError
 from edge.memory_ops import MemoryOps
 from edge.mqtt import ChannelHandlers, Inbound, LastWill, MqttChannel
 from edge.notify import Notifier
 from edge.outbound import DurableOutbox, InboxDedupe
+from edge.policies import privacy_policy
 from edge.topics import (
     AdminRequestMsg,
     DeviceContextMsg,
@@ -49,6 +54,8 @@ log = logging.getLogger(__name__)
 
 SHUTDOWN_GRACE_S = 3.0
 WARNINGS_EVERY_S = 30.0
+HEARTBEAT_EVERY_S = 5.0
+DEBUG_BLOCK_S = 3.0
 
 
 def seconds_between(later: str, earlier: str) -> float:
@@ -74,7 +81,9 @@ class Runtime:
         dedupe: InboxDedupe,
         notifier: Notifier,
         password: str | None,
+        config_path: Path | None = None,
     ) -> None:
+        self._config_path = config_path
         self._settings = settings
         self._db = db
         self._clock = clock
@@ -99,6 +108,7 @@ class Runtime:
         self._device_context: dict[str, Any] = {}
         self._broker_up = False
         self._reap_scheduled = False
+        self._loop_lag = 0.0
         self._channel: MqttChannel | None = None
         self._handlers: dict[str, Callable[[Inbound, Any], None]] = {
             "turn/request": self._on_turn,
@@ -143,6 +153,9 @@ class Runtime:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stop.set)
+        loop.add_signal_handler(signal.SIGHUP, self._reload)
+        if os.environ.get("A2A_DEBUG_HOOKS") == "1":  # tests: wedge the loop on purpose
+            loop.add_signal_handler(signal.SIGUSR2, lambda: time.sleep(DEBUG_BLOCK_S))
         self._device_context = self._memory.state("device_context", {}) or {}
         interrupted = self._turns.recover()
         recovered = self._workflows.recover()
@@ -186,6 +199,35 @@ class Runtime:
         await self._shutdown(channel)
         return 0
 
+    def _reload(self) -> None:
+        """SIGHUP: the log level and the privacy policy from the config file, again."""
+        try:
+            fresh = load_settings(self._config_path)
+        except ConfigError as exc:
+            log.warning("reload refused, keeping the running config: %s", exc)
+            return
+        logging.getLogger().setLevel(fresh.log.level)
+        self._memory.set_privacy(privacy_policy(fresh))
+        log.info(
+            "reloaded: log level %s, privacy policy with %d categories, %d consented",
+            fresh.log.level,
+            len(fresh.privacy.categories),
+            len(fresh.privacy.consented_categories),
+        )
+
+    def _heartbeat(self) -> None:
+        """What `a2a-edge status` reads to tell the service's health."""
+        beat = {
+            "ts": iso(self._clock.now()),
+            "pid": os.getpid(),
+            "broker": "connected" if self._broker_up else "disconnected",
+            "cloud": "unreachable" if self._cloud.unreachable else "reachable",
+            "loop_lag_ms": round(self._loop_lag * 1000, 1),
+            "active_workflows": len(self._workflows.tm.active_ids()),
+        }
+        with self._db.atomic():
+            self._memory.store.set_state("runtime_heartbeat", beat)
+
     def request_stop(self) -> None:
         self._stop.set()
 
@@ -210,23 +252,30 @@ class Runtime:
         log.info("stopped")
 
     async def _watchdog(self) -> None:
+        """Pings only while this loop turns and the DB answers; also the heartbeat, the
+        status line and the outbox warnings."""
         interval = self._notifier.watchdog_interval_s
-        checked = -WARNINGS_EVERY_S
+        tick = min(interval or HEARTBEAT_EVERY_S, HEARTBEAT_EVERY_S)
+        checked = beat = -WARNINGS_EVERY_S
         while True:
-            if self._clock.monotonic() - checked >= WARNINGS_EVERY_S:
-                checked = self._clock.monotonic()
-                self._check_warnings()
-            if interval is None:
-                await asyncio.sleep(WARNINGS_EVERY_S)
-                continue
+            started = self._clock.monotonic()
+            await asyncio.sleep(tick)
+            self._loop_lag = max(0.0, self._clock.monotonic() - started - tick)
+            now = self._clock.monotonic()
             try:
                 self._db.execute("SELECT 1").fetchone()
+                if now - beat >= HEARTBEAT_EVERY_S:
+                    beat = now
+                    self._heartbeat()
             except Exception:  # a DB that does not answer means unhealthy: no ping
                 log.exception("watchdog: state DB does not answer")
-            else:
+                continue
+            if now - checked >= WARNINGS_EVERY_S:
+                checked = now
+                self._check_warnings()
+            if interval is not None:
                 self._notifier.watchdog()
                 self._notifier.status(self._status_line())
-            await asyncio.sleep(interval)
 
     def _status_line(self) -> str:
         broker = "connected" if self._broker_up else "disconnected"

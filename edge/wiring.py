@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from a2a_common.clock import Clock, SystemClock
 from a2a_common.sqlite import open_state_db
-from cache.memory import Memory, MemoryPolicy
-from cache.model import PromotionPolicy
-from cache.privacy import CategoryPolicy, PrivacyPolicy
+from cache.memory import Memory
 from cloud_client.client import CloudClient
 from edge import __version__
 from edge.config import Secrets, Settings
 from edge.memory_ops import MemoryOps
 from edge.notify import Notifier
 from edge.outbound import DurableOutbox, InboxDedupe
+from edge.policies import memory_policy
 from edge.runtime import Runtime
 from edge.schema import MIGRATIONS
 from edge.sync_sink import MemorySyncSink
@@ -25,32 +26,13 @@ from taskmanager.catalog import load_catalog
 from taskmanager.service import TaskManager
 
 
-def memory_policy(settings: Settings) -> MemoryPolicy:
-    mem = settings.memory
-    return MemoryPolicy(
-        snapshot_budget_bytes=mem.snapshot_budget_bytes,
-        recent_pairs=mem.recent_pairs,
-        session_idle_s=mem.session_idle_s,
-        timezone=mem.timezone,
-        promotion=PromotionPolicy(**mem.promotion.model_dump()),
-        retention_days=mem.retention_days,
-        privacy=PrivacyPolicy(
-            categories={
-                name: CategoryPolicy(p.store, p.share)
-                for name, p in settings.privacy.categories.items()
-            },
-            sensitive=frozenset(settings.privacy.sensitive_categories),
-            consented=frozenset(settings.privacy.consented_categories),
-        ),
-    )
-
-
 def build_runtime(
     settings: Settings,
     secrets: Secrets,
     *,
     clock: Clock | None = None,
     notifier: Notifier | None = None,
+    config_path: Path | None = None,
 ) -> Runtime:
     """Open the state DB (migrating it) and wire every component; raises StorageError."""
     clock = clock or SystemClock()
@@ -132,4 +114,5 @@ def build_runtime(
         dedupe=dedupe,
         notifier=notifier or Notifier(),
         password=secrets.mqtt_password,
+        config_path=config_path,
     )

@@ -23,6 +23,7 @@ class NotifyListener:
         self._sock.bind(str(path))
         self._sock.settimeout(0.2)
         self._lines: list[str] = []
+        self.timed: list[tuple[float, str]] = []  # (monotonic arrival, line)
         self._cond = threading.Condition()
         self._closed = False
         self._thread = threading.Thread(target=self._read, daemon=True)
@@ -36,8 +37,10 @@ class NotifyListener:
                 continue
             except OSError:
                 return
+            lines = data.decode("utf-8", "replace").splitlines()
             with self._cond:
-                self._lines.extend(data.decode("utf-8", "replace").splitlines())
+                self._lines.extend(lines)
+                self.timed.extend((time.monotonic(), line) for line in lines)
                 self._cond.notify_all()
 
     def wait_for(self, line: str, timeout_s: float = 15.0) -> bool:

@@ -14,8 +14,10 @@ from edge.config import load_settings
 
 UNIT = Path(__file__).parents[2] / "systemd" / "a2a-edge.service"
 ANALYZE = shutil.which("systemd-analyze")
-pytestmark = pytest.mark.skipif(ANALYZE is None and not sys.platform.startswith("linux"),
-                                reason="systemd-analyze exists only on Linux")
+pytestmark = pytest.mark.skipif(
+    ANALYZE is None and not sys.platform.startswith("linux"),
+    reason="systemd-analyze exists only on Linux",
+)
 
 
 def installed_copy(tmp_path: Path) -> Path:
@@ -29,16 +31,23 @@ def installed_copy(tmp_path: Path) -> Path:
 
 def test_unit_verifies_without_any_warning(tmp_path: Path) -> None:
     assert ANALYZE, "systemd-analyze is missing: ./bootstrap.sh test installs it (systemd)"
-    done = subprocess.run([ANALYZE, "verify", str(installed_copy(tmp_path))],
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [ANALYZE, "verify", str(installed_copy(tmp_path))],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0 and done.stdout + done.stderr == ""
 
 
 def test_unit_exposure_is_low_and_documented(tmp_path: Path) -> None:
     assert ANALYZE
-    done = subprocess.run([ANALYZE, "security", "--offline=true", "--no-pager",
-                           str(installed_copy(tmp_path))], capture_output=True, text=True,
-                          timeout=60)
+    done = subprocess.run(
+        [ANALYZE, "security", "--offline=true", "--no-pager", str(installed_copy(tmp_path))],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     match = re.search(r"Overall exposure level for a2a-edge.service: ([0-9.]+)", done.stdout)
     assert match, done.stdout[-500:]
     assert float(match.group(1)) <= 2.0
@@ -48,14 +57,28 @@ def test_unit_exposure_is_low_and_documented(tmp_path: Path) -> None:
 
 def test_unit_has_the_required_settings() -> None:
     text = UNIT.read_text()
-    for line in ("Type=notify", "NotifyAccess=main", "WatchdogSec=", "Restart=on-failure",
-                 "StartLimitBurst=", "TimeoutStopSec=", "User=a2a-edge", "StateDirectory=",
-                 "ConfigurationDirectory=", "ProtectSystem=strict", "ProtectHome=yes",
-                 "PrivateTmp=yes", "NoNewPrivileges=yes", "ProtectKernelTunables=yes",
-                 "ProtectControlGroups=yes", "ProtectClock=yes",
-                 "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6",
-                 "SystemCallFilter=@system-service", "CapabilityBoundingSet=\n",
-                 "UMask=0077"):
+    for line in (
+        "Type=notify",
+        "NotifyAccess=main",
+        "WatchdogSec=",
+        "Restart=on-failure",
+        "StartLimitBurst=",
+        "TimeoutStopSec=",
+        "User=a2a-edge",
+        "StateDirectory=",
+        "ConfigurationDirectory=",
+        "ProtectSystem=strict",
+        "ProtectHome=yes",
+        "PrivateTmp=yes",
+        "NoNewPrivileges=yes",
+        "ProtectKernelTunables=yes",
+        "ProtectControlGroups=yes",
+        "ProtectClock=yes",
+        "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6",
+        "SystemCallFilter=@system-service",
+        "CapabilityBoundingSet=\n",
+        "UMask=0077",
+    ):
         assert line in text, line
 
 

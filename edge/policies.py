@@ -1,0 +1,39 @@
+"""Settings turned into the cache's policies (used at start and on SIGHUP)."""
+
+from __future__ import annotations
+
+from cache.memory import MemoryPolicy
+from cache.model import PromotionPolicy
+from cache.privacy import CategoryPolicy, PrivacyPolicy
+from edge.config import Settings
+
+
+def privacy_policy(settings: Settings) -> PrivacyPolicy:
+    return PrivacyPolicy(
+        categories={
+            name: CategoryPolicy(p.store, p.share)
+            for name, p in settings.privacy.categories.items()
+        },
+        sensitive=frozenset(settings.privacy.sensitive_categories),
+        consented=frozenset(settings.privacy.consented_categories),
+    )
+
+
+def memory_policy(settings: Settings) -> MemoryPolicy:
+    mem = settings.memory
+    return MemoryPolicy(
+        snapshot_budget_bytes=mem.snapshot_budget_bytes,
+        recent_pairs=mem.recent_pairs,
+        session_idle_s=mem.session_idle_s,
+        timezone=mem.timezone,
+        promotion=PromotionPolicy(**mem.promotion.model_dump()),
+        retention_days=mem.retention_days,
+        privacy=PrivacyPolicy(
+            categories={
+                name: CategoryPolicy(p.store, p.share)
+                for name, p in settings.privacy.categories.items()
+            },
+            sensitive=frozenset(settings.privacy.sensitive_categories),
+            consented=frozenset(settings.privacy.consented_categories),
+        ),
+    )

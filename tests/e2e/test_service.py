@@ -1,0 +1,124 @@
+"""The service as operators see it: watchdog, reload, permissions, status."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from sim.cloud import SimCloud
+from sim.probe import MqttProbe
+from sim.processes import RuntimeProcess
+from tests.conftest import ROOT, RuntimeFactory, eventually
+
+
+def watchdog_times(runtime: RuntimeProcess) -> list[float]:
+    assert runtime.notify is not None
+    return [t for t, line in runtime.notify.timed if line == "WATCHDOG=1"]
+
+
+def test_a_wedged_loop_stops_the_watchdog(tmp_path: Path, runtime_factory: RuntimeFactory) -> None:
+    first = runtime_factory()
+    first.terminate()
+    runtime = RuntimeProcess(
+        first.config, tmp_path, env={"WATCHDOG_USEC": "400000", "A2A_DEBUG_HOOKS": "1"}
+    )
+    try:
+        runtime.start()
+        eventually(lambda: len(watchdog_times(runtime)) >= 3)
+        assert runtime.proc is not None
+        runtime.proc.send_signal(signal.SIGUSR2)  # the loop sleeps 3 s in a handler
+        blocked_at = time.monotonic()
+        eventually(lambda: any(t > blocked_at + 3.0 for t in watchdog_times(runtime)), 10)
+        during = [t for t in watchdog_times(runtime) if blocked_at + 0.5 < t < blocked_at + 2.8]
+        assert during == []  # no ping while the loop was wedged (window 0.4 s)
+        status = (
+            [line for line in runtime.notify.lines if line.startswith("STATUS=")]
+            if runtime.notify
+            else []
+        )
+        assert any("broker connected; cloud reachable; mqtt outbox" in s for s in status)
+    finally:
+        runtime.close()
+
+
+def test_sighup_reloads_log_level_and_privacy(
+    tmp_path: Path, runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe
+) -> None:
+    runtime = runtime_factory(log={"level": "INFO"})
+    cloud.script_sync(
+        {
+            "status": 200,
+            "updates": {
+                "profile_items": [
+                    {
+                        "key": "blood_pressure",
+                        "value": "high",
+                        "category": "health",
+                        "status": "confirmed",
+                    }
+                ]
+            },
+        }
+    )
+
+    def turn(turn_id: str) -> dict:  # type: ignore[type-arg]
+        probe.publish(f"{ROOT}/turn/request", {"turn_id": turn_id, "recognized_text": "안녕"})
+        probe.wait_for(f"{ROOT}/turn/response", lambda b: b.get("turn_id") == turn_id)
+        body = cloud.requests("/v1/a2a/turn")[-1]["body"]
+        return body["voice_context"]["memory_snapshot"]  # type: ignore[no-any-return]
+
+    turn("t-1")
+    eventually(lambda: cloud.synced())  # the pair went up, the update came down
+    assert turn("t-2")["long_term"]["profile_items"] == []  # health is not consented
+    config = runtime.config.read_text().replace('level = "INFO"', 'level = "DEBUG"')
+    runtime.config.write_text(config + '\n[privacy]\nconsented_categories = ["health"]\n')
+    assert runtime.proc is not None
+    runtime.proc.send_signal(signal.SIGHUP)
+    eventually(lambda: "reloaded: log level DEBUG" in runtime.log())
+    items = turn("t-3")["long_term"]["profile_items"]
+    assert items == [{"key": "blood_pressure", "value": "high", "category": "health"}]
+
+
+def test_start_up_permission_checks(tmp_path: Path, runtime_factory: RuntimeFactory) -> None:
+    token = tmp_path / "token"
+    token.write_text("tok-123")
+    os.chmod(token, 0o644)
+    runtime = runtime_factory(cloud={"token_file": str(token)})
+    assert runtime.terminate() == 0
+    os.chmod(tmp_path / "state" / "state.db", 0o644)
+    runtime.start()
+    log = runtime.log()
+    assert "cloud.token_file" in log and "readable by everybody" in log
+    assert "state.db was mode 644; set to 600" in log
+    assert (tmp_path / "state" / "state.db").stat().st_mode & 0o777 == 0o600
+    assert "tok-123" not in log
+
+
+def test_status_shows_service_health(runtime_factory: RuntimeFactory) -> None:
+    runtime = runtime_factory()
+
+    def status() -> dict:  # type: ignore[type-arg]
+        done = subprocess.run(
+            [sys.executable, "-m", "edge", "status", "--json", "--config", str(runtime.config)],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        return json.loads(done.stdout)  # type: ignore[no-any-return]
+
+    shown = eventually(lambda: (s := status())["service"] == "running" and s, 15)
+    assert shown["broker"] == "connected" and shown["cloud"] == "reachable"
+    assert shown["active_workflows"] == 0 and shown["db_bytes"] > 0
+    assert shown["heartbeat_age_s"] < 15
+    runtime.terminate()
+    text = subprocess.run(
+        [sys.executable, "-m", "edge", "status", "--config", str(runtime.config)],
+        capture_output=True,
+        text=True,
+    ).stdout
+    assert "heartbeat_age_s" in text and "mqtt_outbox" in text
