@@ -14,6 +14,7 @@ import contextlib
 import logging
 import socket
 import ssl
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -105,6 +106,7 @@ class MqttChannel:
         client.on_socket_open = no_delay
         client.on_connect = self._on_connect
         client.on_disconnect = self._on_disconnect
+        client.on_connect_fail = self._on_connect_fail
         client.on_message = self._on_message
         client.on_publish = self._on_publish
         self._client = client
@@ -122,6 +124,11 @@ class MqttChannel:
         if not flags.session_present:
             client.subscribe([(topic, 1) for topic in self._subscriptions])
         self._hand_off(self._handlers.connected, bool(flags.session_present))
+
+    def _on_connect_fail(self, _c: paho.Client, _u: Any) -> None:
+        """paho calls this inside its `except OSError`: the exception says why (TLS, refused)."""
+        exc = sys.exc_info()[1]
+        self._hand_off(self._handlers.disconnected, f"connect failed: {exc}")
 
     def _on_disconnect(self, _c: paho.Client, _u: Any, _f: Any, reason: Any, _p: Any) -> None:
         self._hand_off(self._handlers.disconnected, str(reason))

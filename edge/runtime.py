@@ -109,6 +109,7 @@ class Runtime:
         self._broker_up = False
         self._reap_scheduled = False
         self._loop_lag = 0.0
+        self._last_broker_error = ""
         self._channel: MqttChannel | None = None
         self._handlers: dict[str, Callable[[Inbound, Any], None]] = {
             "turn/request": self._on_turn,
@@ -304,8 +305,9 @@ class Runtime:
         self._outbox.reap()
 
     def _on_disconnected(self, reason: str) -> None:
-        if self._broker_up:
-            log.warning("broker disconnected: %s", reason)
+        if self._broker_up or reason != self._last_broker_error:
+            log.warning("broker disconnected: %s", reason)  # once per reason, not per retry
+        self._last_broker_error = reason
         self._broker_up = False
 
     def _on_message(self, msg: Inbound) -> None:

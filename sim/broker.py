@@ -51,7 +51,13 @@ class Mosquitto:
         *,
         persistence: bool = True,
         extra_conf: str = "",
+        tls: dict[str, str] | None = None,
+        password_file: Path | None = None,
     ) -> None:
+        """`tls`: cafile/certfile/keyfile (+ require_certificate) for the listener;
+        `password_file`: a mosquitto_passwd file, and anonymous clients refused."""
+        self.tls = tls or {}
+        self.password_file = password_file
         self.workdir = workdir
         self.port = port or free_port()
         self.persistence = persistence
@@ -70,7 +76,9 @@ class Mosquitto:
     def _write_conf(self) -> None:
         lines = [
             f"listener {self.port} 127.0.0.1",
-            "allow_anonymous true",
+            *(f"{key} {value}" for key, value in self.tls.items()),
+            "allow_anonymous false" if self.password_file else "allow_anonymous true",
+            *([f"password_file {self.password_file}"] if self.password_file else []),
             f"persistence {'true' if self.persistence else 'false'}",
             f"persistence_location {self.workdir}/",
             "autosave_interval 1",

@@ -48,13 +48,15 @@ class MqttProbe:
         client_id: str = "",
         host: str = "127.0.0.1",
         protocol: str = "5",
+        tls: tuple[str, str, str] | None = None,
+        auth: tuple[str, str] | None = None,
     ) -> None:
         self._topics = topics
         self._messages: list[Message] = []
         self._cond = threading.Condition()
         self._connects = 0
         self.client = start_client(
-            host, port, client_id, self._on_connect, self._on_message, protocol
+            host, port, client_id, self._on_connect, self._on_message, protocol, tls, auth
         )
         self.wait_connected(1)
 
