@@ -157,6 +157,12 @@ class TaskManagerSettings(_Section):
     events_deadline_s: float = Field(10.0, gt=0, le=300)
 
 
+class MetricsSettings(_Section):
+    enabled: bool = False
+    host: str = "127.0.0.1"
+    port: int = Field(9464, ge=1, le=65535)
+
+
 class StorageSettings(_Section):
     synchronous: Literal["NORMAL", "FULL", "EXTRA"] = "FULL"
     busy_timeout_ms: int = Field(5000, ge=0, le=600000)
@@ -182,6 +188,7 @@ class Settings(_Section):
     privacy: PrivacySettings = PrivacySettings()
     taskmanager: TaskManagerSettings = TaskManagerSettings()
     offline: OfflineSettings = OfflineSettings()
+    metrics: MetricsSettings = MetricsSettings()
     storage: StorageSettings = StorageSettings()
     log: LogSettings = LogSettings()
 

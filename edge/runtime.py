@@ -21,12 +21,15 @@ from pydantic import BaseModel
 
 from a2a_common import jsonx
 from a2a_common.clock import Clock, iso, parse_iso
+from a2a_common.sqlite import schema_version
 from cache.memory import Memory
 from cloud_client.client import CloudClient
 from edge import __version__
 from edge.config import Settings, load_settings
 from edge.errors import ConfigError
 from edge.memory_ops import MemoryOps
+from edge.metrics import Metrics
+from edge.metrics import serve as serve_metrics
 from edge.mqtt import ChannelHandlers, Inbound, LastWill, MqttChannel
 from edge.notify import Notifier
 from edge.outbound import DurableOutbox, InboxDedupe
@@ -109,6 +112,8 @@ class Runtime:
         self._broker_up = False
         self._reap_scheduled = False
         self._loop_lag = 0.0
+        self.metrics = Metrics()
+        self._servers: list[asyncio.Server] = []
         self._last_broker_error = ""
         self._channel: MqttChannel | None = None
         self._handlers: dict[str, Callable[[Inbound, Any], None]] = {
@@ -178,15 +183,22 @@ class Runtime:
         self._outbox.attach(channel)
         channel.start()
         log.info(
-            "started: device %s, schema ok, %d interrupted turns answered, %d active workflows,"
-            " %d commands re-sent, %d messages to send",
+            "started: device %s, schema v%d, %d interrupted turns answered, %d active"
+            " workflows (deadlines re-armed), %d commands re-sent, %d MQTT messages and %d sync"
+            " writes to send",
             self._settings.device_id,
+            schema_version(self._db),
             interrupted,
             recovered["active_workflows"],
             recovered["commands_resent"],
             self._outbox.pending(),
+            self._sync.pending(),
         )
         self._notifier.ready(self._status_line())
+        if self._settings.metrics.enabled:
+            metrics = self._settings.metrics
+            server = await serve_metrics(metrics.host, metrics.port, self._render_metrics)
+            self._servers.append(server)
         background = [
             asyncio.create_task(self._watchdog()),
             asyncio.create_task(self._workflows.run_timer()),
@@ -229,12 +241,45 @@ class Runtime:
         with self._db.atomic():
             self._memory.store.set_state("runtime_heartbeat", beat)
 
+    def _render_metrics(self) -> str:
+        rows = self._db.execute("SELECT status, count(*) FROM workflows GROUP BY status")
+        workflows: dict[tuple[tuple[str, str], ...], float] = {
+            (("status", str(status)),): float(n) for status, n in rows.fetchall()
+        }
+        return self.metrics.render(
+            {
+                "a2a_workflows": ("workflows in the state DB by status", workflows),
+                "a2a_mqtt_outbox_depth": (
+                    "MQTT messages owed (no PUBACK yet)",
+                    {(): float(self._outbox.pending())},
+                ),
+                "a2a_sync_outbox_depth": (
+                    "sync writes owed to the cloud",
+                    {(): float(self._sync.pending())},
+                ),
+                "a2a_sync_acked": (
+                    "sync writes the cloud acked since start",
+                    {(): float(self._replayer.acked_total)},
+                ),
+                "a2a_loop_lag_seconds": (
+                    "how late the loop's last timer fired",
+                    {(): self._loop_lag},
+                ),
+                "a2a_broker_connected": (
+                    "1 while the broker connection is up",
+                    {(): 1.0 if self._broker_up else 0.0},
+                ),
+            }
+        )
+
     def request_stop(self) -> None:
         self._stop.set()
 
     async def _shutdown(self, channel: MqttChannel) -> None:
         self._notifier.stopping()
         self._accepting = False
+        for server in self._servers:
+            server.close()
         log.info("stopping: %d turns in flight", len(self._tasks))
         if self._tasks:
             _done, pending = await asyncio.wait(self._tasks, timeout=SHUTDOWN_GRACE_S)
@@ -358,7 +403,8 @@ class Runtime:
     async def _answer(self, received: Any) -> None:
         async with self._turn_lock:
             try:
-                await self._turns.answer(received)
+                status = await self._turns.answer(received)
+                self.metrics.inc("a2a_turns_total", "turns answered", status=status)
                 self._replayer.notify()
             except asyncio.CancelledError:
                 raise

@@ -105,7 +105,8 @@ class TurnHandler:
             device_context=turn.device_context,
         )
 
-    async def answer(self, turn: Received) -> None:
+    async def answer(self, turn: Received) -> str:
+        """Ask the planner and answer the turn; returns the answer's status."""
         request = self.build_request(turn)
         cloud = self._settings.cloud
         # while the cloud is known to be away, one quick try: the user is waiting
@@ -121,13 +122,13 @@ class TurnHandler:
         except CloudUnavailable as exc:
             log.warning("turn %s: cloud unavailable: %s", turn.turn_id, exc)
             self._answer_offline(turn, f"cloud_unavailable: {exc}")
-            return
+            return "offline"
         except CloudError as exc:  # rejected or not the contract
             log.warning("turn %s: cloud answer refused: %s", turn.turn_id, exc)
             self.close_unanswered(turn.turn_id, turn.pair_id, "error", f"cloud_error: {exc}")
-            return
+            return "error"
         self._cloud_back()
-        self._close_answered(turn, response)
+        return self._close_answered(turn, response)
 
     def _answer_offline(self, turn: Received, reason: str) -> None:
         """`offline`, and the robot's own small set of intents so it stays safe meanwhile."""
@@ -172,7 +173,7 @@ class TurnHandler:
                 result.accepted,
             )
 
-    def _close_answered(self, turn: Received, response: TurnResponse) -> None:
+    def _close_answered(self, turn: Received, response: TurnResponse) -> str:
         ref = TurnRef(turn.turn_id, turn.pair_id, turn.session_id)
         requested = len(response.device_workflow_requests) + len(response.device_task_requests)
         answer: dict[str, Any] = {}
@@ -212,6 +213,7 @@ class TurnHandler:
             answer["status"],
             answer["workflow_ids"],
         )
+        return str(answer["status"])
 
     def close_unanswered(self, turn_id: str, pair_id: str, status: str, reason: str) -> None:
         """Answer `offline`/`error`; the utterance stays recorded as a pair without reply."""

@@ -68,6 +68,7 @@ class Replayer:
         self._max_backoff_s = max_backoff_s
         self.limit = batch_size
         self.in_flight = 0
+        self.acked_total = 0
         self._wake = asyncio.Event()
         self._kick = asyncio.Event()
 
@@ -182,5 +183,6 @@ class Replayer:
             if plan.error:
                 self._outbox.set_meta("last_error", f"{iso(self._clock.now())} {plan.error}")
         self.limit = plan.next_limit
+        self.acked_total += len(plan.ack)
         for write_id, reason in plan.dead:
             log.warning("sync write %s dead-lettered: %s", write_id, reason)

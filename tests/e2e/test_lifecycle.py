@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from sim.broker import Mosquitto
@@ -32,10 +33,14 @@ def test_ready_then_sigterm_stops_cleanly(
     assert runtime.notify is not None
     assert "READY=1" in runtime.notify.lines
     probe.wait_for(STATUS, lambda b: b.get("state") == "online")
+    t0 = time.monotonic()
     assert runtime.terminate(timeout_s=10) == 0
+    assert time.monotonic() - t0 < 10
     assert runtime.wait_line("STOPPING=1", 1.0)
     offline = probe.wait_for(STATUS, lambda b: b.get("state") == "offline")
     assert offline["version"] and offline["started_at"]
+    started = [line for line in runtime.log().splitlines() if "started: device" in line]
+    assert len(started) == 1 and "schema v7" in started[0] and "re-sent" in started[0]
 
 
 def test_runtime_starts_while_the_broker_is_down_and_connects_later(

@@ -122,3 +122,33 @@ def test_status_shows_service_health(runtime_factory: RuntimeFactory) -> None:
         text=True,
     ).stdout
     assert "heartbeat_age_s" in text and "mqtt_outbox" in text
+
+
+def test_metrics_endpoint_when_enabled(runtime_factory: RuntimeFactory, probe: MqttProbe) -> None:
+    import urllib.request
+
+    from sim.broker import free_port
+
+    port = free_port()
+    runtime_factory(metrics={"enabled": True, "port": port})
+    probe.publish(f"{ROOT}/turn/request", {"turn_id": "t-m", "recognized_text": "안녕"})
+    probe.wait_for(f"{ROOT}/turn/response", lambda b: b.get("turn_id") == "t-m")
+
+    def scrape() -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+            return resp.read().decode()
+
+    text = eventually(lambda: (t := scrape()) and 'a2a_turns_total{status="ok"} 1' in t and t)
+    for name in (
+        "a2a_mqtt_outbox_depth",
+        "a2a_sync_outbox_depth",
+        "a2a_loop_lag_seconds",
+        "a2a_broker_connected 1",
+        "# TYPE a2a_turns_total counter",
+    ):
+        assert name in text
+
+
+def test_metrics_are_off_by_default(runtime_factory: RuntimeFactory) -> None:
+    runtime = runtime_factory()
+    assert "metrics on" not in runtime.log()
