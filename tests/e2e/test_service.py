@@ -152,3 +152,16 @@ def test_metrics_endpoint_when_enabled(runtime_factory: RuntimeFactory, probe: M
 def test_metrics_are_off_by_default(runtime_factory: RuntimeFactory) -> None:
     runtime = runtime_factory()
     assert "metrics on" not in runtime.log()
+
+
+def test_json_logs_are_one_object_a_line_without_user_words(
+    runtime_factory: RuntimeFactory, probe: MqttProbe
+) -> None:
+    runtime = runtime_factory(log={"format": "json", "level": "DEBUG"})
+    probe.publish(f"{ROOT}/turn/request", {"turn_id": "t-j", "recognized_text": "비밀 일기장 내용"})
+    probe.wait_for(f"{ROOT}/turn/response", lambda b: b.get("turn_id") == "t-j")
+    runtime.terminate()
+    entries = [json.loads(line) for line in runtime.log().splitlines() if line.strip()]
+    assert entries and all({"ts", "level", "logger", "msg"} <= e.keys() for e in entries)
+    assert any("turn t-j" in e["msg"] for e in entries)
+    assert "비밀 일기장" not in runtime.log()
