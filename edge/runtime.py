@@ -416,9 +416,19 @@ class Runtime:
 
     def _on_callback(self, msg: Inbound, parsed: Any) -> None:
         assert isinstance(parsed, TaskCallbackMsg)
+        tm = self._workflows.tm
+        if not tm.is_active(parsed.task_id):
+            if tm.is_late(parsed.task_id):
+                log.info("late callback for ended task %s ignored", parsed.task_id)
+            else:  # refused, and nothing written: not even a dedupe mark
+                self._refuse(
+                    msg.topic, Refusal("unknown_task", f"no task {parsed.task_id} on this robot")
+                )
+            return
         key = f"callback:{parsed.task_id}:{parsed.seq}"
         if self._dedupe.seen(key):
             return
+        self.metrics.inc("a2a_callbacks_total", "task callbacks taken in", status=parsed.status)
         event = Callback(
             parsed.task_id,
             parsed.seq,
@@ -430,14 +440,9 @@ class Runtime:
 
         def apply() -> Result:
             self._dedupe.mark(key, msg.topic)
-            return self._workflows.tm.callback(event)
+            return tm.callback(event)
 
-        result = self._workflows.apply(apply)
-        for ignored in result.ignored:
-            if ignored.reason == "unknown_task" and not self._workflows.tm.is_late(event.task_id):
-                self._refuse(msg.topic, Refusal("unknown_task", ignored.detail))
-            elif ignored.reason == "unknown_task":
-                log.info("late callback for ended task %s ignored", event.task_id)
+        self._workflows.apply(apply)
 
     def _on_pui(self, msg: Inbound, parsed: Any) -> None:
         assert isinstance(parsed, PuiEventMsg)

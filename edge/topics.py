@@ -12,7 +12,16 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    model_validator,
+)
 
 from taskmanager.model import CallbackStatus
 
@@ -31,7 +40,7 @@ class TurnRequestMsg(_Inbound):
 class DeviceContextMsg(BaseModel):
     model_config = ConfigDict(extra="allow", frozen=True)
     current_room: StrictStr | None = Field(None, max_length=64)
-    battery: float | None = Field(None, ge=0, le=100, allow_inf_nan=False)
+    battery: StrictFloat | StrictInt | None = Field(None, ge=0, le=100, allow_inf_nan=False)
 
 
 class TaskCallbackMsg(_Inbound):

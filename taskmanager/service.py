@@ -240,6 +240,11 @@ class TaskManager:
     def callback(self, cb: Callback) -> Result:
         return self._apply(cb)
 
+    def is_active(self, task_id: str) -> bool:
+        workflow_id, _, step_id = task_id.rpartition(":")
+        wf = self.board.workflows.get(workflow_id)
+        return wf is not None and wf.step(step_id) is not None
+
     def is_late(self, task_id: str) -> bool:
         """A callback for a task the board no longer holds but the DB knows (it ended)."""
         return self.store.has_task(task_id)
