@@ -80,6 +80,7 @@ def test_fuzzed_payloads_are_all_refused(
         "payload_too_large",
         "missing_field",
         "invalid_field",
+        "unknown_task",
     }
     assert counts(tmp_path) == before  # nothing changed
     grown = rss_kb(runtime.proc.pid) - rss_before
