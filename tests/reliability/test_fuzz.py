@@ -34,7 +34,8 @@ def counts(tmp_path: Path) -> dict[str, int]:
         out = {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES}
         # the service's own heartbeat is not the input's doing
         out["device_state"] = conn.execute(
-            "SELECT count(*) FROM device_state WHERE key != 'runtime_heartbeat'").fetchone()[0]
+            "SELECT count(*) FROM device_state WHERE key != 'runtime_heartbeat'"
+        ).fetchone()[0]
         return out
     finally:
         conn.close()
