@@ -53,6 +53,7 @@ def open_state_db(
     *,
     synchronous: Synchronous = "FULL",
     busy_timeout_ms: int = 5000,
+    max_size_kb: int = 0,
 ) -> sqlite_utils.Database:
     """Open (creating 0600 if needed) and migrate the DB for the one writer."""
     try:
@@ -65,6 +66,9 @@ def open_state_db(
         conn.execute("PRAGMA secure_delete=ON")
         db = sqlite_utils.Database(conn, execute_plugins=False)
         migrate(db, path, migrations)
+        if max_size_kb:  # a cap (also how tests make the disk "full")
+            page = int(conn.execute("PRAGMA page_size").fetchone()[0])
+            conn.execute(f"PRAGMA max_page_count={max(1, max_size_kb * 1024 // page)}")
     except sqlite3.Error as exc:
         raise StorageError(f"cannot open {path}: {exc}") from exc
     return db

@@ -166,6 +166,7 @@ class MetricsSettings(_Section):
 class StorageSettings(_Section):
     synchronous: Literal["NORMAL", "FULL", "EXTRA"] = "FULL"
     busy_timeout_ms: int = Field(5000, ge=0, le=600000)
+    max_size_kb: int = Field(0, ge=0)  # 0: no cap; else the DB refuses to grow past it
 
 
 class LogSettings(_Section):

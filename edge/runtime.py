@@ -11,6 +11,7 @@ import asyncio
 import logging
 import os
 import signal
+import sqlite3
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -371,6 +372,12 @@ class Runtime:
         assert kind is not None
         try:
             self._handlers[kind](msg, parsed)
+        except sqlite3.OperationalError as exc:
+            # disk or DB cap full, or the file went read-only: nothing was written (the
+            # transaction rolled back); unacknowledged, the broker delivers it again later
+            log.error("state DB refused a write for %s: %s", kind, exc)
+            self._refuse(msg.topic, Refusal("storage_unavailable", str(exc)))
+            return
         except Exception:
             log.exception("handler for %s failed; message left unacknowledged", kind)
             self._refuse(msg.topic, Refusal("internal_error", "the runtime could not apply it"))
@@ -410,9 +417,12 @@ class Runtime:
                 raise
             except Exception:
                 log.exception("turn %s failed inside the runtime", received.turn_id)
-                self._turns.close_unanswered(
-                    received.turn_id, received.pair_id, "error", "internal_error"
-                )
+                try:
+                    self._turns.close_unanswered(
+                        received.turn_id, received.pair_id, "error", "internal_error"
+                    )
+                except sqlite3.Error as exc:  # the DB is full: answered after a restart
+                    log.error("turn %s left pending: %s", received.turn_id, exc)
 
     def _on_callback(self, msg: Inbound, parsed: Any) -> None:
         assert isinstance(parsed, TaskCallbackMsg)

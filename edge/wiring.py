@@ -41,6 +41,7 @@ def build_runtime(
         MIGRATIONS,
         synchronous=settings.storage.synchronous,
         busy_timeout_ms=settings.storage.busy_timeout_ms,
+        max_size_kb=settings.storage.max_size_kb,
     )
     topics = Topics(settings.mqtt.topic_prefix, settings.device_id)
     memory = Memory(db=db, clock=clock, policy=memory_policy(settings))

@@ -1,0 +1,48 @@
+"""The disk fills up (a cap on the state DB stands in for a full filesystem): a clear refusal,
+no corruption, and the refused input applied once space returns."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from sim.probe import MqttProbe
+from tests.conftest import ROOT, RuntimeFactory, eventually
+
+
+def test_full_disk_refuses_cleanly_and_recovers(
+    tmp_path: Path, runtime_factory: RuntimeFactory, probe: MqttProbe
+) -> None:
+    runtime = runtime_factory()
+    assert runtime.terminate() == 0
+    db = tmp_path / "state" / "state.db"
+    size_kb = db.stat().st_size // 1024
+    text = runtime.config.read_text()
+    runtime.config.write_text(text + f"\n[storage]\nmax_size_kb = {size_kb + 8}\n")
+    runtime.start()
+    big = "가" * 1300  # ~4 KB a turn
+    for n in range(12):
+        probe.publish(f"{ROOT}/turn/request", {"turn_id": f"full-{n}", "recognized_text": big})
+    refusal = probe.wait_for(
+        f"{ROOT}/runtime/error", lambda b: b.get("error") == "storage_unavailable", timeout_s=20
+    )
+    assert "full" in refusal["detail"]
+    assert runtime.proc is not None and runtime.proc.poll() is None  # still up
+    assert runtime.terminate() == 0
+    conn = sqlite3.connect(db)
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    conn.close()
+    runtime.config.write_text(text)  # space returns
+    runtime.start()
+    answered = eventually(
+        lambda: (
+            {b["turn_id"] for b in probe.messages(f"{ROOT}/turn/response")}
+            >= {f"full-{n}" for n in range(12)}
+        ),
+        30,
+    )
+    assert answered
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    rows = conn.execute("SELECT count(*), count(DISTINCT turn_id) FROM pairs").fetchone()
+    conn.close()
+    assert rows == (12, 12)  # each applied once
