@@ -55,11 +55,13 @@ def parse_iso(text: str) -> datetime:
 
 class OffsetClock:
     """The system clock shifted by the number of seconds written in a file (re-read when the
-    file changes). Only for demos and tests that need days to pass: the runtime uses it when
-    `A2A_CLOCK_OFFSET_FILE` names such a file. `monotonic()` is not shifted."""
+    file changes). For demos and tests only: `A2A_CLOCK_OFFSET_FILE` makes time pass (wall and
+    monotonic both move: days go by), `A2A_WALL_SKEW_FILE` makes only the wall clock jump (what
+    a bad RTC or an NTP step does)."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, wall_only: bool = False) -> None:
         self._path = path
+        self._wall_only = wall_only
         self._stamp: float | None = None
         self._offset = timedelta(0)
         self._system = SystemClock()
@@ -79,4 +81,23 @@ class OffsetClock:
         return self._system.now() + self._current_offset()
 
     def monotonic(self) -> float:
-        return self._system.monotonic()
+        shift = 0.0 if self._wall_only else self._current_offset().total_seconds()
+        return self._system.monotonic() + shift
+
+
+class SteadyClock:
+    """Wall time read once at start, then advanced by the monotonic clock: a wall-clock jump
+    while the runtime runs moves no deadline and no wait (durations are monotonic); deadlines
+    are stored as wall instants, so after a restart the new wall time applies and late ones
+    fire at once."""
+
+    def __init__(self, base: Clock) -> None:
+        self._base = base
+        self._anchor_wall = base.now()
+        self._anchor_mono = base.monotonic()
+
+    def now(self) -> datetime:
+        return self._anchor_wall + timedelta(seconds=self._base.monotonic() - self._anchor_mono)
+
+    def monotonic(self) -> float:
+        return self._base.monotonic()

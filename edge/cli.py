@@ -13,10 +13,11 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from a2a_common.clock import OffsetClock
+from a2a_common.clock import Clock, OffsetClock, SteadyClock, SystemClock
 from a2a_common.sqlite import StorageError
 from edge.admin import ServiceSilent
 from edge.config import Settings, load_secrets, load_settings
@@ -33,14 +34,23 @@ def _settings(args: argparse.Namespace) -> Settings:
     return load_settings(Path(args.config) if args.config else None)
 
 
+def runtime_clock(environ: Mapping[str, str]) -> Clock:
+    """The steady clock over the system clock (or a test/demo offset clock)."""
+    base: Clock = SystemClock()
+    if environ.get("A2A_CLOCK_OFFSET_FILE"):  # demos that let days pass
+        base = OffsetClock(environ["A2A_CLOCK_OFFSET_FILE"])
+    elif environ.get("A2A_WALL_SKEW_FILE"):  # tests that make the wall clock jump
+        base = OffsetClock(environ["A2A_WALL_SKEW_FILE"], wall_only=True)
+    return SteadyClock(base)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     settings = _settings(args)
     secrets = load_secrets(settings)
     configure(settings.log.level, settings.log.format)
     from edge.wiring import build_runtime
 
-    offset_file = os.environ.get("A2A_CLOCK_OFFSET_FILE")
-    clock = OffsetClock(offset_file) if offset_file else None  # demos that let days pass
+    clock = runtime_clock(os.environ)
     check_permissions(settings)
     runtime = build_runtime(
         settings, secrets, clock=clock, config_path=Path(args.config) if args.config else None
