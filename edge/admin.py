@@ -15,12 +15,11 @@ from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
 
 from a2a_common.clock import SystemClock
 from a2a_common.ids import new_ulid
-from a2a_common.sqlite import open_state_db
 from cache.memory import Memory
 from edge.config import Secrets, Settings
 from edge.mqtt import no_delay
 from edge.outbound import DurableOutbox
-from edge.schema import MIGRATIONS
+from edge.wiring import cloud_client, open_db
 from sync.outbox import SyncOutbox
 from sync.replay import Replayer
 from taskmanager.catalog import load_catalog
@@ -98,12 +97,7 @@ def ask_service(
 def cancel_offline(settings: Settings, workflow_id: str) -> dict[str, Any]:
     """No service runs: cancel in the DB; the task cancels go out when the service next runs."""
     clock = SystemClock()
-    db = open_state_db(
-        settings.state_db_path,
-        MIGRATIONS,
-        synchronous=settings.storage.synchronous,
-        busy_timeout_ms=settings.storage.busy_timeout_ms,
-    )
+    db = open_db(settings)
     try:
         tm = TaskManager(
             db=db,
@@ -129,26 +123,14 @@ def replay_offline(
     progress: Callable[[int, int], None],
 ) -> dict[str, Any]:
     """No service runs: replay from this process (three tries per batch, then give up)."""
-    from cloud_client.client import CloudClient
     from cloud_client.errors import CloudUnavailable
     from edge.policies import memory_policy
     from edge.sync_sink import MemorySyncSink
 
     clock = SystemClock()
-    db = open_state_db(
-        settings.state_db_path,
-        MIGRATIONS,
-        synchronous=settings.storage.synchronous,
-        busy_timeout_ms=settings.storage.busy_timeout_ms,
-    )
+    db = open_db(settings)
     outbox = SyncOutbox(db=db, clock=clock)
-    cloud = CloudClient(
-        base_url=settings.cloud.base_url,
-        token=secrets.cloud_token,
-        connect_timeout_s=settings.cloud.connect_timeout_s,
-        read_timeout_s=settings.cloud.read_timeout_s,
-        verify_tls=settings.cloud.verify_tls,
-    )
+    cloud = cloud_client(settings, secrets)
     memory = Memory(db=db, clock=clock, policy=memory_policy(settings))
     replayer = Replayer(
         db=db,
@@ -195,12 +177,7 @@ def memory_offline(settings: Settings, command: str, args: dict[str, Any]) -> di
     from edge.policies import memory_policy
 
     clock = SystemClock()
-    db = open_state_db(
-        settings.state_db_path,
-        MIGRATIONS,
-        synchronous=settings.storage.synchronous,
-        busy_timeout_ms=settings.storage.busy_timeout_ms,
-    )
+    db = open_db(settings)
     try:
         ops = MemoryOps(
             db=db,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import sqlite_utils
+
 from a2a_common.clock import Clock, SystemClock
 from a2a_common.sqlite import open_state_db
 from cache.memory import Memory
@@ -26,6 +28,28 @@ from taskmanager.catalog import load_catalog
 from taskmanager.service import TaskManager
 
 
+def open_db(settings: Settings) -> sqlite_utils.Database:
+    """The state DB for writing (the service, or a CLI command when no service runs)."""
+    return open_state_db(
+        settings.state_db_path,
+        MIGRATIONS,
+        synchronous=settings.storage.synchronous,
+        busy_timeout_ms=settings.storage.busy_timeout_ms,
+        max_size_kb=settings.storage.max_size_kb,
+    )
+
+
+def cloud_client(settings: Settings, secrets: Secrets) -> CloudClient:
+    return CloudClient(
+        base_url=settings.cloud.base_url,
+        token=secrets.cloud_token,
+        connect_timeout_s=settings.cloud.connect_timeout_s,
+        read_timeout_s=settings.cloud.read_timeout_s,
+        verify_tls=settings.cloud.verify_tls,
+        user_agent=f"a2a-edge/{__version__}",
+    )
+
+
 def build_runtime(
     settings: Settings,
     secrets: Secrets,
@@ -36,24 +60,11 @@ def build_runtime(
 ) -> Runtime:
     """Open the state DB (migrating it) and wire every component; raises StorageError."""
     clock = clock or SystemClock()
-    db = open_state_db(
-        settings.state_db_path,
-        MIGRATIONS,
-        synchronous=settings.storage.synchronous,
-        busy_timeout_ms=settings.storage.busy_timeout_ms,
-        max_size_kb=settings.storage.max_size_kb,
-    )
+    db = open_db(settings)
     topics = Topics(settings.mqtt.topic_prefix, settings.device_id)
     memory = Memory(db=db, clock=clock, policy=memory_policy(settings))
     outbox = DurableOutbox(db=db, clock=clock)
-    cloud = CloudClient(
-        base_url=settings.cloud.base_url,
-        token=secrets.cloud_token,
-        connect_timeout_s=settings.cloud.connect_timeout_s,
-        read_timeout_s=settings.cloud.read_timeout_s,
-        verify_tls=settings.cloud.verify_tls,
-        user_agent=f"a2a-edge/{__version__}",
-    )
+    cloud = cloud_client(settings, secrets)
     sync_outbox = SyncOutbox(db=db, clock=clock)
     tm = TaskManager(
         db=db,

@@ -52,6 +52,26 @@ def default_evidence(command: dict[str, Any]) -> dict[str, Any]:
     return known.get(op, {"done": True})
 
 
+def _callback(
+    task_id: str,
+    seq: int,
+    status: str,
+    progress: Any = None,
+    reason: Any = None,
+    evidence: Any = None,
+) -> dict[str, Any]:
+    """A task callback of SPEC §2.2."""
+    return {
+        "task_id": task_id,
+        "seq": seq,
+        "status": status,
+        "progress": progress,
+        "reason": reason,
+        "evidence": evidence,
+        "ts": None,
+    }
+
+
 @dataclass
 class TaskRecord:
     command: dict[str, Any]
@@ -201,15 +221,14 @@ class DeviceAgents:
                 if status == "COMPLETED":
                     apply()
                 record.seq += 1
-                body = {
-                    "task_id": task_id,
-                    "seq": record.seq,
-                    "status": status,
-                    "progress": extra.get("progress"),
-                    "reason": extra.get("reason"),
-                    "evidence": extra.get("evidence"),
-                    "ts": None,
-                }
+                body = _callback(
+                    task_id,
+                    record.seq,
+                    status,
+                    extra.get("progress"),
+                    extra.get("reason"),
+                    extra.get("evidence"),
+                )
                 record.last = body
             if kind == "out_of_order" and status == "PROGRESS" and extra.get("progress") == 75:
                 held = body  # sent after COMPLETED, with its lower seq
@@ -245,27 +264,9 @@ class DeviceAgents:
         with self._lock:
             record = self.tasks[task_id]
             record.seq = 2
-            final = {
-                "task_id": task_id,
-                "seq": 2,
-                "status": "COMPLETED",
-                "progress": 100,
-                "reason": None,
-                "evidence": default_evidence(command),
-                "ts": None,
-            }
+            final = _callback(task_id, 2, "COMPLETED", 100, None, default_evidence(command))
             record.last = final
-        self._publish(
-            {
-                "task_id": task_id,
-                "seq": 1,
-                "status": "RUNNING",
-                "progress": None,
-                "reason": None,
-                "evidence": None,
-                "ts": None,
-            }
-        )
+        self._publish(_callback(task_id, 1, "RUNNING", None, None, None))
         self.completed_at[task_id] = time.monotonic()
         self._publish(final)
 
@@ -276,15 +277,14 @@ class DeviceAgents:
                 if record.cancelled:
                     return
                 record.seq += 1
-                body = {
-                    "task_id": task_id,
-                    "seq": record.seq,
-                    "status": status,
-                    "progress": extra.get("progress"),
-                    "reason": extra.get("reason"),
-                    "evidence": extra.get("evidence"),
-                    "ts": None,
-                }
+                body = _callback(
+                    task_id,
+                    record.seq,
+                    status,
+                    extra.get("progress"),
+                    extra.get("reason"),
+                    extra.get("evidence"),
+                )
                 record.last = body
             self._publish(body)
 
@@ -305,15 +305,7 @@ class DeviceAgents:
             for timer in record.timers:
                 timer.cancel()
             record.seq += 1
-            final = {
-                "task_id": task_id,
-                "seq": record.seq,
-                "status": "CANCELLED",
-                "progress": None,
-                "reason": body.get("reason"),
-                "evidence": None,
-                "ts": None,
-            }
+            final = _callback(task_id, record.seq, "CANCELLED", None, body.get("reason"), None)
             record.last = final
             self._lock.notify_all()
         self._publish(final)
@@ -328,15 +320,14 @@ class DeviceAgents:
         with self._lock:
             record = self.tasks[task_id]
             record.seq += 1
-            body = {
-                "task_id": task_id,
-                "seq": record.seq,
-                "status": "COMPLETED",
-                "progress": 100,
-                "reason": None,
-                "evidence": evidence or default_evidence(record.command),
-                "ts": None,
-            }
+            body = _callback(
+                task_id,
+                record.seq,
+                "COMPLETED",
+                100,
+                None,
+                evidence or default_evidence(record.command),
+            )
             record.last = body
         self._publish(body)
 
