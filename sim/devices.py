@@ -120,7 +120,8 @@ class DeviceAgents:
             return
         client.subscribe(f"{self.root}/task/command/+", qos=1)
         client.subscribe(f"{self.root}/task/cancel/+", qos=1)
-        self.publish_context()
+        # `client`, not `self.client`: this may run before start_client() has returned
+        self.publish_context(client)
         self._connected.set()
 
     def _on_message(self, _c: paho.Client, _u: Any, msg: paho.MQTTMessage) -> None:
@@ -241,9 +242,9 @@ class DeviceAgents:
         if steps[-1][1] == "COMPLETED":
             self.publish_context()
 
-    def publish_context(self) -> None:
+    def publish_context(self, client: paho.Client | None = None) -> None:
         """`P/device/context`, retained: the latest state of the robot."""
-        self.client.publish(
+        (client or self.client).publish(
             f"{self.root}/device/context",
             json.dumps(self.world.context(), ensure_ascii=False),
             qos=1,
