@@ -51,7 +51,7 @@ from edge.turns import TurnHandler
 from edge.workflows import WorkflowDriver
 from sync.outbox import SyncOutbox
 from sync.replay import Replayer
-from taskmanager.core import Callback
+from taskmanager.events import Callback
 from taskmanager.service import Result
 
 log = logging.getLogger(__name__)

@@ -20,7 +20,7 @@ from cloud_client.client import CloudClient
 from cloud_client.errors import CloudError
 from edge.outbound import DurableOutbox
 from sync.outbox import SyncOutbox
-from taskmanager.core import Report
+from taskmanager.events import Report
 from taskmanager.model import Workflow
 from taskmanager.service import Result, TaskManager
 

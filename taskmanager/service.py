@@ -19,8 +19,8 @@ import sqlite_utils
 
 from a2a_common.clock import Clock, iso
 from taskmanager.catalog import Catalog
-from taskmanager.core import (
-    Board,
+from taskmanager.core import Board, command_payload, decide, next_deadline
+from taskmanager.events import (
     Callback,
     Cancel,
     CancelTask,
@@ -33,9 +33,6 @@ from taskmanager.core import (
     Submit,
     Tick,
     Trace,
-    command_payload,
-    decide,
-    next_deadline,
 )
 from taskmanager.model import Workflow
 from taskmanager.store import WorkflowStore

@@ -1,0 +1,91 @@
+"""What goes into the TaskManager's core (events) and what comes out (effects)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from taskmanager.model import Step, Workflow
+
+# --- events ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Submit:
+    workflow: Workflow
+
+
+@dataclass(frozen=True)
+class Callback:
+    task_id: str
+    seq: int
+    status: str
+    progress: float | None = None
+    reason: str | None = None
+    evidence: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Tick:
+    pass
+
+
+@dataclass(frozen=True)
+class Cancel:
+    workflow_id: str | None  # None: every active workflow
+    reason: str
+
+
+@dataclass(frozen=True)
+class Decide:
+    workflow_id: str
+    kind: str | None  # None: no decision (the cloud answered null or not at all)
+    question: str | None = None
+    steps: list[Step] | None = None  # validated replan steps
+    ask_timeout_s: float = 120.0
+
+
+Event = Submit | Callback | Tick | Cancel | Decide
+
+# --- effects --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Command:
+    capability_id: str
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class CancelTask:
+    capability_id: str
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Emit:
+    payload: dict[str, Any]  # P/workflow/event
+
+
+@dataclass(frozen=True)
+class Report:
+    workflow_id: str
+    body: dict[str, Any]  # POST /v1/a2a/workflow/events, without request_id / device_id
+    decision_requested: bool
+    terminal: bool
+
+
+@dataclass(frozen=True)
+class Trace:
+    workflow_id: str
+    kind: str
+    detail: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Ignored:
+    reason: str  # unknown_task | late | duplicate | not_dispatched | unknown_workflow
+    detail: str
+
+
+Effect = Command | CancelTask | Emit | Report | Trace | Ignored
