@@ -52,6 +52,7 @@ from edge.workflows import WorkflowDriver
 from sync.outbox import SyncOutbox
 from sync.replay import Replayer
 from taskmanager.events import Callback
+from taskmanager.model import ACTIVE_STEP
 from taskmanager.service import Result
 
 log = logging.getLogger(__name__)
@@ -338,7 +339,20 @@ class Runtime:
         assert self._channel is not None
         self._channel.publish(self._topics.runtime_status, self._status("online"), retain=True)
         log.info("broker connected (session %s)", "kept" if session_present else "new")
+        if not session_present:
+            self._ask_devices_again()
         self._outbox.flush()
+
+    def _ask_devices_again(self) -> None:
+        """The broker has no session of ours: callbacks sent while it had none are gone. Each
+        active task's command goes again (same task_id, attempt + 1); the agent dedupes and
+        answers with its latest callback."""
+        tm = self._workflows.tm
+        with self._db.atomic():
+            for task_id, capability in tm.active_tasks():
+                payload = tm.redispatch(task_id, statuses=ACTIVE_STEP)
+                if payload is not None:
+                    self._outbox.enqueue(f"{self._topics.root}/task/command/{capability}", payload)
 
     def _on_published(self, mid: int) -> None:
         self._outbox.on_published(mid)

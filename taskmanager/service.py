@@ -34,7 +34,7 @@ from taskmanager.events import (
     Tick,
     Trace,
 )
-from taskmanager.model import Workflow
+from taskmanager.model import ACTIVE_STEP, Workflow
 from taskmanager.store import WorkflowStore
 from taskmanager.validate import Rejected, validate_replan, validate_task, validate_workflow
 
@@ -287,13 +287,26 @@ class TaskManager:
             )
         )
 
-    def redispatch(self, task_id: str) -> dict[str, Any] | None:
-        """After a restart, a command whose PUBACK was never seen goes again with the same
-        task_id and attempt + 1; returns the new payload (None: the task is no longer active)."""
+    def active_tasks(self) -> list[tuple[str, str]]:
+        """(task_id, capability_id) of every task a device agent may be working on."""
+        return [
+            (s.task_id(wf.workflow_id), s.capability_id)
+            for wf in self.board.workflows.values()
+            for s in wf.steps
+            if s.kind == "task" and s.status in ACTIVE_STEP
+        ]
+
+    def redispatch(
+        self, task_id: str, statuses: frozenset[str] = frozenset({"DISPATCHED"})
+    ) -> dict[str, Any] | None:
+        """A command goes again with the same task_id and attempt + 1 (the agent dedupes and
+        answers with its latest callback); returns the new payload (None: not in `statuses`).
+        Used after a restart for commands never PUBACKed, and when the broker lost our
+        session (callbacks published meanwhile went nowhere)."""
         workflow_id, _, step_id = task_id.rpartition(":")
         wf = self.board.workflows.get(workflow_id)
         step = wf.step(step_id) if wf else None
-        if wf is None or step is None or step.status != "DISPATCHED":
+        if wf is None or step is None or step.status not in statuses:
             return None
         step.attempt += 1
         wf.etag += 1

@@ -1,5 +1,6 @@
-"""The broker SIGKILLed and restarted mid-workflow: no command lost (durable outbound), no
-callback lost that the device agent republishes per QoS 1, the runtime back online each time."""
+"""The broker SIGKILLed and restarted mid-workflow, with and without its persistence: no command
+lost (durable outbound), no callback lost (the agent's QoS 1 resend, or — when the broker lost
+the runtime's session — the runtime asking again), the runtime back online each time."""
 
 from __future__ import annotations
 
@@ -52,7 +53,10 @@ def test_broker_killed_mid_workflow(
             )
             devices.wait_for(lambda d, t=move: t in d.tasks and d.tasks[t].last is not None)
             connects = status.connects
-            broker.kill()  # persistence on: sessions and queued messages survive
+            broker.kill()
+            if n % 2:  # every other time the broker comes back without its persistence
+                for leftover in broker.workdir.glob("*.db"):
+                    leftover.unlink()
             devices.complete(move)  # published while the broker is down: paho keeps it
             broker.start()
             status.wait_connected(connects + 1, timeout_s=15)
