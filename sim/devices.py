@@ -215,22 +215,9 @@ class DeviceAgents:
         start = time.monotonic()
         for at, status, extra in steps:
             time.sleep(max(0.0, start + at - time.monotonic()))
-            with self._lock:
-                record = self.tasks[task_id]
-                if record.cancelled:
-                    return
-                if status == "COMPLETED":
-                    apply()
-                record.seq += 1
-                body = _callback(
-                    task_id,
-                    record.seq,
-                    status,
-                    extra.get("progress"),
-                    extra.get("reason"),
-                    extra.get("evidence"),
-                )
-                record.last = body
+            body = self._advance(task_id, status, extra, apply if status == "COMPLETED" else None)
+            if body is None:
+                return
             if kind == "out_of_order" and status == "PROGRESS" and extra.get("progress") == 75:
                 held = body  # sent after COMPLETED, with its lower seq
                 continue
@@ -271,23 +258,29 @@ class DeviceAgents:
         self.completed_at[task_id] = time.monotonic()
         self._publish(final)
 
+    def _advance(
+        self,
+        task_id: str,
+        status: str,
+        extra: dict[str, Any],
+        before: Callable[[], None] | None = None,
+    ) -> dict[str, Any] | None:
+        """The task's next callback (seq + 1), or None once it was cancelled."""
+        with self._lock:
+            record = self.tasks[task_id]
+            if record.cancelled:
+                return None
+            if before is not None:
+                before()
+            record.seq += 1
+            record.last = _callback(task_id, record.seq, status, **extra)
+            return record.last
+
     def _later(self, task_id: str, delay: float, status: str, **extra: Any) -> None:
         def fire() -> None:
-            with self._lock:
-                record = self.tasks[task_id]
-                if record.cancelled:
-                    return
-                record.seq += 1
-                body = _callback(
-                    task_id,
-                    record.seq,
-                    status,
-                    extra.get("progress"),
-                    extra.get("reason"),
-                    extra.get("evidence"),
-                )
-                record.last = body
-            self._publish(body)
+            body = self._advance(task_id, status, extra)
+            if body is not None:
+                self._publish(body)
 
         timer = threading.Timer(delay, fire)
         timer.daemon = True
