@@ -2,8 +2,32 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from sim.broker import Mosquitto
+from sim.cloud import SimCloud
+from sim.processes import RuntimeProcess, write_config
+
 
 def pct(values: list[float], p: float) -> float:
     """The p-quantile (0..1) of `values`, nearest rank."""
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(len(ordered) * p))]
+
+
+def runtime_stack(work: Path) -> tuple[Mosquitto, SimCloud, RuntimeProcess]:
+    """A private Mosquitto, the sim cloud, and `robot-bench`'s runtime (not started yet)."""
+    broker = Mosquitto(work / "broker")
+    broker.start()
+    cloud = SimCloud().start()
+    config = write_config(
+        work / "config.toml",
+        {
+            "device_id": "robot-bench",
+            "state_dir": str(work / "state"),
+            "mqtt": {"port": broker.port},
+            "cloud": {"base_url": cloud.url},
+            "log": {"level": "WARNING"},
+        },
+    )
+    return broker, cloud, RuntimeProcess(config, work)

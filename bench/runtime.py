@@ -14,13 +14,10 @@ import time
 from pathlib import Path
 
 from a2a_common.sqlite import open_state_db
-from bench.benchlib import pct
+from bench.benchlib import pct, runtime_stack
 from bench.snapshot import fill
 from edge.schema import MIGRATIONS
-from sim.broker import Mosquitto
-from sim.cloud import SimCloud
 from sim.probe import MqttProbe
-from sim.processes import RuntimeProcess, write_config
 
 ROOT = "a2a/robot-bench"
 
@@ -45,20 +42,7 @@ def main() -> None:
         db = open_state_db(work / "state" / "state.db", MIGRATIONS)
         fill(db)  # a year of history: 20,000 pairs, 365 days, 52 weeks, 500 profile items
         db.close()
-        broker = Mosquitto(work / "broker")
-        broker.start()
-        cloud = SimCloud().start()
-        config = write_config(
-            work / "config.toml",
-            {
-                "device_id": "robot-bench",
-                "state_dir": str(work / "state"),
-                "mqtt": {"port": broker.port},
-                "cloud": {"base_url": cloud.url},
-                "log": {"level": "WARNING"},
-            },
-        )
-        runtime = RuntimeProcess(config, work)
+        broker, cloud, runtime = runtime_stack(work)
         probe = MqttProbe(broker.port, [f"{ROOT}/turn/response"])
         try:
             t0 = time.monotonic()

@@ -15,12 +15,9 @@ from pathlib import Path
 
 import persistqueue
 
-from bench.benchlib import pct
-from sim.broker import Mosquitto
-from sim.cloud import SimCloud
+from bench.benchlib import pct, runtime_stack
 from sim.devices import Behavior, DeviceAgents
 from sim.probe import MqttProbe
-from sim.processes import RuntimeProcess, write_config
 
 ROOT = "a2a/robot-bench"
 
@@ -48,20 +45,7 @@ def two_step(n: int) -> dict[str, object]:
 
 
 def ours(count: int, work: Path, one_by_one: int) -> tuple[float, list[float], list[float]]:
-    broker = Mosquitto(work / "broker")
-    broker.start()
-    cloud = SimCloud().start()
-    config = write_config(
-        work / "config.toml",
-        {
-            "device_id": "robot-bench",
-            "state_dir": str(work / "state"),
-            "mqtt": {"port": broker.port},
-            "cloud": {"base_url": cloud.url},
-            "log": {"level": "WARNING"},
-        },
-    )
-    runtime = RuntimeProcess(config, work)
+    broker, cloud, runtime = runtime_stack(work)
     agents = DeviceAgents(
         broker.port,
         ROOT,

@@ -19,9 +19,8 @@ from cache.memory import Memory
 from edge.config import Secrets, Settings
 from edge.mqtt import no_delay
 from edge.outbound import DurableOutbox
-from edge.wiring import cloud_client, open_db
+from edge.wiring import cloud_client, open_db, replayer_for
 from sync.outbox import SyncOutbox
-from sync.replay import Replayer
 from taskmanager.catalog import load_catalog
 from taskmanager.service import TaskManager
 
@@ -125,23 +124,14 @@ def replay_offline(
     """No service runs: replay from this process (three tries per batch, then give up)."""
     from cloud_client.errors import CloudUnavailable
     from edge.policies import memory_policy
-    from edge.sync_sink import MemorySyncSink
 
     clock = SystemClock()
     db = open_db(settings)
     outbox = SyncOutbox(db=db, clock=clock)
     cloud = cloud_client(settings, secrets)
     memory = Memory(db=db, clock=clock, policy=memory_policy(settings))
-    replayer = Replayer(
-        db=db,
-        clock=clock,
-        outbox=outbox,
-        poster=cloud,
-        sink=MemorySyncSink(memory),
-        device_id=settings.device_id,
-        batch_size=settings.sync.batch_size,
-        deadline_s=settings.sync.deadline_s,
-        max_backoff_s=2.0,
+    replayer = replayer_for(
+        settings, db=db, clock=clock, memory=memory, outbox=outbox, cloud=cloud, max_backoff_s=2.0
     )
 
     async def go() -> dict[str, Any]:

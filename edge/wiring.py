@@ -50,6 +50,30 @@ def cloud_client(settings: Settings, secrets: Secrets) -> CloudClient:
     )
 
 
+def replayer_for(
+    settings: Settings,
+    *,
+    db: sqlite_utils.Database,
+    clock: Clock,
+    memory: Memory,
+    outbox: SyncOutbox,
+    cloud: CloudClient,
+    max_backoff_s: float | None = None,
+) -> Replayer:
+    """The sync replayer of the service, or of a CLI replay (which backs off less)."""
+    return Replayer(
+        db=db,
+        clock=clock,
+        outbox=outbox,
+        poster=cloud,
+        sink=MemorySyncSink(memory),
+        device_id=settings.device_id,
+        batch_size=settings.sync.batch_size,
+        deadline_s=settings.sync.deadline_s,
+        max_backoff_s=settings.sync.max_backoff_s if max_backoff_s is None else max_backoff_s,
+    )
+
+
 def build_runtime(
     settings: Settings,
     secrets: Secrets,
@@ -85,16 +109,8 @@ def build_runtime(
         device_id=settings.device_id,
         events_deadline_s=settings.taskmanager.events_deadline_s,
     )
-    replayer = Replayer(
-        db=db,
-        clock=clock,
-        outbox=sync_outbox,
-        poster=cloud,
-        sink=MemorySyncSink(memory),
-        device_id=settings.device_id,
-        batch_size=settings.sync.batch_size,
-        deadline_s=settings.sync.deadline_s,
-        max_backoff_s=settings.sync.max_backoff_s,
+    replayer = replayer_for(
+        settings, db=db, clock=clock, memory=memory, outbox=sync_outbox, cloud=cloud
     )
     dedupe = InboxDedupe(db=db, clock=clock)
     turns = TurnHandler(

@@ -98,9 +98,8 @@ class RuntimeProcess:
         # a short path of its own: unix socket paths are limited to 107 bytes
         short_dir = Path(tempfile.mkdtemp(prefix="a2a-ntf-"))
         self.notify = NotifyListener(short_dir / "notify.sock")
-        env = {**os.environ, **self.extra_env, "NOTIFY_SOCKET": str(self.notify.path)}
-        env.pop("WATCHDOG_USEC", None)
-        env.update(self.extra_env)
+        env = {k: v for k, v in os.environ.items() if k != "WATCHDOG_USEC"}
+        env.update(self.extra_env, NOTIFY_SOCKET=str(self.notify.path))
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "edge", "run", "--config", str(self.config)],
