@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from sim.broker import Mosquitto
@@ -13,6 +14,17 @@ def pct(values: list[float], p: float) -> float:
     """The p-quantile (0..1) of `values`, nearest rank."""
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(len(ordered) * p))]
+
+
+def proc_stat(pid: int) -> tuple[int, float]:
+    """(RSS kB, CPU seconds) of a process."""
+    rss = 0
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            rss = int(line.split()[1])
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return rss, (int(fields[11]) + int(fields[12])) / ticks
 
 
 def runtime_stack(work: Path) -> tuple[Mosquitto, SimCloud, RuntimeProcess]:

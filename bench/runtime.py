@@ -8,29 +8,17 @@ while idle, DB growth per 1,000 turns. Prints figures; asserts nothing.
 from __future__ import annotations
 
 import argparse
-import os
 import tempfile
 import time
 from pathlib import Path
 
 from a2a_common.sqlite import open_state_db
-from bench.benchlib import pct, runtime_stack
+from bench.benchlib import pct, proc_stat, runtime_stack
 from bench.snapshot import fill
 from edge.schema import MIGRATIONS
 from sim.probe import MqttProbe
 
 ROOT = "a2a/robot-bench"
-
-
-def proc_stat(pid: int) -> tuple[int, float]:
-    """(RSS kB, CPU seconds) of a process."""
-    rss = 0
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            rss = int(line.split()[1])
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    ticks = os.sysconf("SC_CLK_TCK")
-    return rss, (int(fields[11]) + int(fields[12])) / ticks
 
 
 def main() -> None:
