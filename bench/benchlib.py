@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
+
+import httpx
 
 from sim.broker import Mosquitto
 from sim.cloud import SimCloud
@@ -27,19 +30,33 @@ def proc_stat(pid: int) -> tuple[int, float]:
     return rss, (int(fields[11]) + int(fields[12])) / ticks
 
 
-def runtime_stack(work: Path) -> tuple[Mosquitto, SimCloud, RuntimeProcess]:
-    """A private Mosquitto, the sim cloud, and `robot-bench`'s runtime (not started yet)."""
+def runtime_stack(
+    work: Path, metrics_port: int | None = None
+) -> tuple[Mosquitto, SimCloud, RuntimeProcess]:
+    """A private Mosquitto, the sim cloud, and `robot-bench`'s runtime (not started yet),
+    with its /metrics on `metrics_port` when given."""
     broker = Mosquitto(work / "broker")
     broker.start()
     cloud = SimCloud().start()
-    config = write_config(
-        work / "config.toml",
-        {
-            "device_id": "robot-bench",
-            "state_dir": str(work / "state"),
-            "mqtt": {"port": broker.port},
-            "cloud": {"base_url": cloud.url},
-            "log": {"level": "WARNING"},
-        },
-    )
+    values: dict[str, Any] = {
+        "device_id": "robot-bench",
+        "state_dir": str(work / "state"),
+        "mqtt": {"port": broker.port},
+        "cloud": {"base_url": cloud.url},
+        "log": {"level": "WARNING"},
+    }
+    if metrics_port is not None:
+        values["metrics"] = {"enabled": True, "port": metrics_port}
+    config = write_config(work / "config.toml", values)
     return broker, cloud, RuntimeProcess(config, work)
+
+
+def scrape(port: int) -> dict[str, float]:
+    """The runtime's /metrics as `name{labels}` -> value."""
+    text = httpx.get(f"http://127.0.0.1:{port}/metrics").text
+    samples = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            samples[name] = float(value)
+    return samples

@@ -1,6 +1,8 @@
 """The runtime as its users feel it, on a year-old cache: cold start to READY, turn round trip
-through Mosquitto with the sim cloud answering at once (p50/p99 over N turns), steady RSS, CPU
-while idle, DB growth per 1,000 turns. Prints figures; asserts nothing.
+through Mosquitto with the sim cloud answering at once, the device's own share of each turn
+(everything but the time on the wire to the cloud, by phase, from the runtime's /metrics),
+steady RSS, CPU while idle, DB growth per 1,000 turns. Half the turns start a two-step
+workflow that instant device agents run. Prints figures; asserts nothing.
 
     .venv/bin/python -m bench.runtime [--turns 1000]
 """
@@ -13,61 +15,90 @@ import time
 from pathlib import Path
 
 from a2a_common.sqlite import open_state_db
-from bench.benchlib import pct, proc_stat, runtime_stack
+from bench.benchlib import pct, proc_stat, runtime_stack, scrape
 from bench.snapshot import fill
 from edge.schema import MIGRATIONS
+from sim.broker import free_port
+from sim.devices import Behavior, DeviceAgents
 from sim.probe import MqttProbe
 
 ROOT = "a2a/robot-bench"
+TEXTS = ("오늘 날씨 어때?", "안방으로 가서 청정해줘")
+PHASES = ("take_in", "record", "queue", "snapshot", "encode", "decode", "apply")
+
+
+def turns(probe: MqttProbe, count: int) -> list[float]:
+    """`count` turns one after another; each one's round trip in ms."""
+    took = []
+    for n in range(count):
+        start = time.perf_counter()
+        probe.publish(f"{ROOT}/turn/request", {"turn_id": f"b{n}", "recognized_text": TEXTS[n % 2]})
+        probe.wait_for(
+            f"{ROOT}/turn/response", lambda b, t=f"b{n}": b.get("turn_id") == t, timeout_s=10
+        )
+        took.append((time.perf_counter() - start) * 1000)
+    return took
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--turns", type=int, default=1000)
     args = parser.parse_args()
+    metrics_port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         db = open_state_db(work / "state" / "state.db", MIGRATIONS)
         fill(db)  # a year of history: 20,000 pairs, 365 days, 52 weeks, 500 profile items
         db.close()
-        broker, cloud, runtime = runtime_stack(work)
+        broker, cloud, runtime = runtime_stack(work, metrics_port)
         probe = MqttProbe(broker.port, [f"{ROOT}/turn/response"])
+        instant = Behavior("instant")
+        agents = DeviceAgents(
+            broker.port,
+            ROOT,
+            behaviors={"mobility.move_to_room": instant, "air_purifier.start": instant},
+        )
         try:
             t0 = time.monotonic()
             runtime.start()
             ready_ms = (time.monotonic() - t0) * 1000
             time.sleep(0.5)
             size_before = (work / "state" / "state.db").stat().st_size
-            took = []
-            for n in range(args.turns):
-                start = time.perf_counter()
-                probe.publish(
-                    f"{ROOT}/turn/request",
-                    {"turn_id": f"b{n}", "recognized_text": "오늘 날씨 어때?"},
-                )
-                probe.wait_for(
-                    f"{ROOT}/turn/response",
-                    lambda b, t=f"b{n}": b.get("turn_id") == t,
-                    timeout_s=10,
-                )
-                took.append((time.perf_counter() - start) * 1000)
+            took = turns(probe, args.turns)
             assert runtime.proc is not None
             time.sleep(2)
+            metrics = scrape(metrics_port)
             rss, cpu0 = proc_stat(runtime.proc.pid)
             time.sleep(10)
             _, cpu1 = proc_stat(runtime.proc.pid)
             growth = ((work / "state" / "state.db").stat().st_size - size_before) / 1024
         finally:
+            agents.close()
             probe.close()
             runtime.close()
             cloud.stop()
             broker.stop()
+    device = "a2a_turn_device_seconds"
+    count = metrics[f"{device}_count"]
     print("runtime on a year-old cache (sim cloud answering at once, loopback Mosquitto)")
     print(f"  cold start to READY=1           {ready_ms:8.0f} ms (process start included)")
     print(
         f"  turn round trip ({args.turns} turns)   p50 {pct(took, 0.5):.2f} ms  "
-        f"p99 {pct(took, 0.99):.2f} ms"
+        f"p99 {pct(took, 0.99):.2f} ms  (half start a workflow)"
     )
+    p50, p99 = (metrics[device + f'{{quantile="{q}"}}'] * 1000 for q in ("0.5", "0.99"))
+    print(
+        f"  on the device ({count:.0f} answered)   p50 {p50:.2f} ms  p99 {p99:.2f} ms"
+        "  (all but the cloud's own time)"
+    )
+    phase = "a2a_turn_phase_seconds"
+    for name in (*PHASES, "cloud"):
+        mean = metrics[f'{phase}_sum{{phase="{name}"}}'] / count * 1000
+        p99 = metrics[f'{phase}{{phase="{name}",quantile="0.99"}}'] * 1000
+        note = (
+            "  (HTTP to the sim cloud and its planning: not the device)" if name == "cloud" else ""
+        )
+        print(f"    {name:<10} mean {mean:6.3f} ms  p99 {p99:6.3f} ms{note}")
     print(f"  steady RSS                      {rss / 1024:8.1f} MB")
     print(f"  CPU while idle                  {100 * (cpu1 - cpu0) / 10:8.2f} % of a core")
     print(f"  DB growth per 1,000 turns       {growth * 1000 / args.turns:8.0f} kB")

@@ -11,6 +11,7 @@ import httpx
 from pydantic import ValidationError
 
 from a2a_common import jsonx
+from a2a_common.stopwatch import Stopwatch
 from cloud_client.errors import (
     CloudBadResponse,
     CloudError,
@@ -58,13 +59,15 @@ class CloudClient:
     async def aclose(self) -> None:
         await self._http.aclose()
 
-    async def _attempt(self, path: str, content: bytes) -> tuple[int, Any]:
+    async def _attempt(self, path: str, content: bytes, watch: Stopwatch) -> tuple[int, Any]:
         try:
             response = await self._http.post(path, content=content)
         except httpx.TimeoutException as exc:
             raise CloudTransient(f"timeout calling {path}") from exc
         except httpx.TransportError as exc:
             raise CloudTransient(f"cannot reach the cloud: {type(exc).__name__}") from exc
+        finally:
+            watch.lap("cloud")
         status = response.status_code
         if status == 429 or status >= 500:
             raise CloudTransient(f"HTTP {status} from {path}")
@@ -81,15 +84,25 @@ class CloudClient:
         raise CloudRejected(status, body)
 
     async def post_json(
-        self, path: str, body: dict[str, Any], *, deadline_s: float, max_attempts: int = 5
+        self,
+        path: str,
+        body: dict[str, Any],
+        *,
+        deadline_s: float,
+        max_attempts: int = 5,
+        watch: Stopwatch | None = None,
     ) -> tuple[int, Any]:
-        """POST with retries on transient failures, all within `deadline_s`."""
+        """POST with retries on transient failures, all within `deadline_s`. With `watch`,
+        the time on the wire (request out to answer read, waits between retries included) is
+        its `cloud` lap and the time before it `encode`."""
+        watch = watch or Stopwatch()
         content = jsonx.dumps(body).encode("utf-8")
+        watch.lap("encode")
         try:
             async with asyncio.timeout(deadline_s):
                 async for attempt in retrying(within_s=deadline_s, max_attempts=max_attempts):
                     with attempt:
-                        answer = await self._attempt(path, content)
+                        answer = await self._attempt(path, content, watch)
                         self._unreachable = False
                         return answer
         except TimeoutError as exc:
@@ -104,13 +117,21 @@ class CloudClient:
         raise CloudUnavailable(f"no answer from {path}")  # pragma: no cover - reraise=True
 
     async def turn(
-        self, request: TurnRequest, *, deadline_s: float, max_attempts: int = 5
+        self,
+        request: TurnRequest,
+        *,
+        deadline_s: float,
+        max_attempts: int = 5,
+        watch: Stopwatch | None = None,
     ) -> TurnResponse:
+        """The planner's answer, validated; `watch` gets `encode`, `cloud` and `decode` laps."""
+        watch = watch or Stopwatch()
         status, body = await self.post_json(
             TURN_PATH,
             request.model_dump(mode="json"),
             deadline_s=deadline_s,
             max_attempts=max_attempts,
+            watch=watch,
         )
         if status != 200 or not isinstance(body, dict):
             raise CloudBadResponse(f"turn answered HTTP {status} without a response object")
@@ -122,4 +143,5 @@ class CloudClient:
             raise CloudBadResponse(f"turn response invalid at {where}: {err['msg']}") from exc
         if response.request_id != request.request_id:
             raise CloudBadResponse("turn response carries another request_id")
+        watch.lap("decode")
         return response

@@ -15,8 +15,9 @@ import logging
 import socket
 import ssl
 import sys
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import paho.mqtt.client as paho
@@ -44,6 +45,7 @@ class Inbound:
     mid: int
     generation: int
     retained: bool
+    received_at: float = field(default_factory=time.perf_counter)  # paho thread, on arrival
 
 
 @dataclass(frozen=True)

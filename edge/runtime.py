@@ -1,8 +1,10 @@
 """The loop: one asyncio task owns every state change; one handler per inbound kind.
 
-paho hands messages over with `call_soon_threadsafe`; each is validated (a refusal goes to
-`P/runtime/error`, nothing changes), applied in one transaction, then acknowledged. Turns wait
-on the cloud in their own task, one at a time, so callbacks and commands keep flowing.
+paho hands messages over with `call_soon_threadsafe`; they queue, and one drain takes every
+queued message in one transaction (group commit), each validated (a refusal goes to
+`P/runtime/error`, nothing changes) and applied in a savepoint of its own. After the commit the
+messages are acknowledged and what they caused is handed to the broker. Turns wait on the cloud
+in their own task, one at a time, so callbacks and commands keep flowing.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import signal
 import sqlite3
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +26,15 @@ from pydantic import BaseModel
 from a2a_common import jsonx
 from a2a_common.clock import Clock, iso, parse_iso
 from a2a_common.sqlite import schema_version
+from a2a_common.stopwatch import Stopwatch
 from cache.memory import Memory
 from cloud_client.client import CloudClient
 from edge import __version__
+from edge.commits import Commits
 from edge.config import Settings, load_settings
 from edge.errors import ConfigError
 from edge.memory_ops import MemoryOps
-from edge.metrics import Metrics
+from edge.metrics import Labels, Metrics
 from edge.metrics import serve as serve_metrics
 from edge.mqtt import ChannelHandlers, Inbound, LastWill, MqttChannel
 from edge.notify import Notifier
@@ -61,6 +66,8 @@ SHUTDOWN_GRACE_S = 3.0
 WARNINGS_EVERY_S = 30.0
 HEARTBEAT_EVERY_S = 5.0
 DEBUG_BLOCK_S = 3.0
+MAX_BATCH = 100  # inbound messages per group commit
+REAP_AFTER_S = 0.05  # PUBACKed rows are deleted together, or with the next group commit
 
 
 def seconds_between(later: str, earlier: str) -> float:
@@ -73,6 +80,7 @@ class Runtime:
         *,
         settings: Settings,
         db: sqlite_utils.Database,
+        commits: Commits,
         clock: Clock,
         topics: Topics,
         memory: Memory,
@@ -91,6 +99,7 @@ class Runtime:
         self._config_path = config_path
         self._settings = settings
         self._db = db
+        self._commits = commits
         self._clock = clock
         self._topics = topics
         self._memory = memory
@@ -113,6 +122,8 @@ class Runtime:
         self._device_context: dict[str, Any] = {}
         self._broker_up = False
         self._reap_scheduled = False
+        self._inbound: list[Inbound] = []
+        self._drain_scheduled = False
         self._loop_lag = 0.0
         self.metrics = Metrics()
         self._servers: list[asyncio.Server] = []
@@ -240,12 +251,12 @@ class Runtime:
             "loop_lag_ms": round(self._loop_lag * 1000, 1),
             "active_workflows": len(self._workflows.tm.active_ids()),
         }
-        with self._db.atomic():
+        with self._commits.atomic():
             self._memory.store.set_state("runtime_heartbeat", beat)
 
     def _render_metrics(self) -> str:
         rows = self._db.execute("SELECT status, count(*) FROM workflows GROUP BY status")
-        workflows: dict[tuple[tuple[str, str], ...], float] = {
+        workflows: dict[Labels, float] = {
             (("status", str(status)),): float(n) for status, n in rows.fetchall()
         }
         return self.metrics.render(
@@ -295,6 +306,7 @@ class Runtime:
             while self._outbox.in_flight() and self._clock.monotonic() < deadline:
                 await asyncio.sleep(0.02)  # let PUBACKs of owed messages arrive
         channel.stop()
+        self._outbox.reap()
         await self._cloud.aclose()
         self._db.close()
         log.info("stopped")
@@ -348,7 +360,7 @@ class Runtime:
         active task's command goes again (same task_id, attempt + 1); the agent dedupes and
         answers with its latest callback."""
         tm = self._workflows.tm
-        with self._db.atomic():
+        with self._commits.atomic():
             for task_id, capability in tm.active_tasks():
                 payload = tm.redispatch(task_id, statuses=ACTIVE_STEP)
                 if payload is not None:
@@ -358,7 +370,7 @@ class Runtime:
         self._outbox.on_published(mid)
         if not self._reap_scheduled:
             self._reap_scheduled = True
-            asyncio.get_running_loop().call_soon(self._reap)
+            asyncio.get_running_loop().call_later(REAP_AFTER_S, self._reap)
 
     def _reap(self) -> None:
         self._reap_scheduled = False
@@ -371,8 +383,43 @@ class Runtime:
         self._broker_up = False
 
     def _on_message(self, msg: Inbound) -> None:
-        if not self._accepting or self._channel is None:
-            return  # not acked: the broker keeps it for our next session
+        """paho's hand-off: queue it; the drain scheduled behind the hand-offs already on the
+        loop's ready queue takes them all together."""
+        self._inbound.append(msg)
+        if not self._drain_scheduled:
+            self._drain_scheduled = True
+            asyncio.get_running_loop().call_soon(self._drain)
+
+    def _drain(self) -> None:
+        """Group commit: up to MAX_BATCH queued messages in one transaction, each in its own
+        savepoint; acknowledgements, sends and turn starts only after the commit."""
+        self._drain_scheduled = False
+        batch, self._inbound = self._inbound[:MAX_BATCH], self._inbound[MAX_BATCH:]
+        if self._inbound:
+            self._drain_scheduled = True
+            asyncio.get_running_loop().call_soon(self._drain)
+        channel = self._channel
+        if not self._accepting or channel is None:
+            return  # not acked: the broker keeps them for our next session
+        try:
+            with self._commits.atomic():
+                for msg in batch:
+                    if self._take(msg):
+                        self._commits.after_commit(partial(channel.ack, msg))
+                self._outbox.reap()  # PUBACKed rows go in the same commit
+        except sqlite3.Error as exc:  # the COMMIT itself failed: none of the batch is on disk
+            log.error("state DB refused a group commit of %d messages: %s", len(batch), exc)
+            self._workflows.tm.reload()
+            for msg in batch:
+                self._refuse(msg.topic, Refusal("storage_unavailable", str(exc)))
+            return
+        self.metrics.observe(
+            "a2a_inbound_batch_messages", "inbound messages per group commit", len(batch)
+        )
+
+    def _take(self, msg: Inbound) -> bool:
+        """Validate and apply one message in a savepoint; True when it may be acknowledged."""
+        assert self._channel is not None
         kind = self._topics.kind_of(msg.topic)
         parsed: BaseModel | Refusal
         if kind is None:
@@ -381,22 +428,22 @@ class Runtime:
             parsed = parse_inbound(kind, msg.payload, self._settings.mqtt.max_payload_bytes)
         if isinstance(parsed, Refusal):
             self._refuse(msg.topic, parsed)
-            self._channel.ack(msg)
-            return
+            return True
         assert kind is not None
         try:
-            self._handlers[kind](msg, parsed)
+            with self._commits.atomic():
+                self._handlers[kind](msg, parsed)
         except sqlite3.OperationalError as exc:
             # disk or DB cap full, or the file went read-only: nothing was written (the
-            # transaction rolled back); unacknowledged, the broker delivers it again later
+            # savepoint rolled back); unacknowledged, the broker delivers it again later
             log.error("state DB refused a write for %s: %s", kind, exc)
             self._refuse(msg.topic, Refusal("storage_unavailable", str(exc)))
-            return
+            return False
         except Exception:
             log.exception("handler for %s failed; message left unacknowledged", kind)
             self._refuse(msg.topic, Refusal("internal_error", "the runtime could not apply it"))
-            return
-        self._channel.ack(msg)
+            return False
+        return True
 
     def _refuse(self, topic: str, refusal: Refusal) -> None:
         log.warning("refused message on %s: %s (%s)", topic, refusal.error, refusal.detail)
@@ -412,11 +459,13 @@ class Runtime:
             )
 
     # --- handlers ---------------------------------------------------------------------------
-    def _on_turn(self, _msg: Inbound, parsed: Any) -> None:
+    def _on_turn(self, msg: Inbound, parsed: Any) -> None:
         assert isinstance(parsed, TurnRequestMsg)
-        received = self._turns.receive(parsed, self._device_context)
-        if received is None:
-            return
+        received = self._turns.receive(parsed, self._device_context, Stopwatch(msg.received_at))
+        if received is not None:
+            self._commits.after_commit(partial(self._start_answer, received))
+
+    def _start_answer(self, received: Any) -> None:
         task = asyncio.create_task(self._answer(received))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -426,6 +475,8 @@ class Runtime:
             try:
                 status = await self._turns.answer(received)
                 self.metrics.inc("a2a_turns_total", "turns answered", status=status)
+                if status == "ok":
+                    self._observe_turn(received.watch)
                 self._replayer.notify()
             except asyncio.CancelledError:
                 raise
@@ -437,6 +488,19 @@ class Runtime:
                     )
                 except sqlite3.Error as exc:  # the DB is full: answered after a restart
                     log.error("turn %s left pending: %s", received.turn_id, exc)
+
+    def _observe_turn(self, watch: Stopwatch) -> None:
+        """The device's own share of an answered turn: all but the time on the wire."""
+        for phase, took in watch.laps.items():
+            self.metrics.observe(
+                "a2a_turn_phase_seconds", "an answered turn's time by phase", took, phase=phase
+            )
+        self.metrics.observe(
+            "a2a_turn_device_seconds",
+            "an answered turn on the device: arrival to answer and first command handed to"
+            " the broker, less the time waiting on the cloud",
+            watch.total() - watch.laps.get("cloud", 0.0),
+        )
 
     def _on_callback(self, msg: Inbound, parsed: Any) -> None:
         assert isinstance(parsed, TaskCallbackMsg)
@@ -467,6 +531,15 @@ class Runtime:
             return tm.callback(event)
 
         self._workflows.apply(apply)
+        self._commits.after_commit(partial(self._observe_callback, msg.received_at))
+
+    def _observe_callback(self, received_at: float) -> None:
+        self.metrics.observe(
+            "a2a_callback_device_seconds",
+            "a task callback from arrival to applied, committed and what it caused handed to"
+            " the broker",
+            time.perf_counter() - received_at,
+        )
 
     def _on_pui(self, msg: Inbound, parsed: Any) -> None:
         assert isinstance(parsed, PuiEventMsg)
@@ -544,21 +617,21 @@ class Runtime:
 
         self._workflows.apply(apply)
         if parsed.command == "memory.forget":
-            self._memory_ops.checkpoint()
+            self._commits.after_commit(self._memory_ops.checkpoint)
 
     def _on_forget(self, msg: Inbound, parsed: Any) -> None:
         assert isinstance(parsed, ForgetMsg)
         key = f"forget:{parsed.request_id}"
         if self._dedupe.seen(key):
             return
-        with self._db.atomic():
+        with self._commits.atomic():
             self._dedupe.mark(key, msg.topic)
             removed = self._memory_ops.forget(parsed.scope, parsed.id)
             self._outbox.enqueue(
                 self._topics.forget_result, {"request_id": parsed.request_id, "removed": removed}
             )
-        self._memory_ops.checkpoint()
-        self._outbox.flush()
+        self._commits.after_commit(self._memory_ops.checkpoint)
+        self._commits.after_commit(self._outbox.flush)
 
     async def _retention(self) -> None:
         """At start and every `memory.retention_every_s`: bounded batches, the loop between."""
@@ -573,6 +646,10 @@ class Runtime:
     def _on_device_context(self, _msg: Inbound, parsed: Any) -> None:
         assert isinstance(parsed, DeviceContextMsg)
         context = parsed.model_dump(mode="json", exclude_none=True)
-        with self._db.atomic():
+        with self._commits.atomic():
             self._memory.store.set_state("device_context", context)
-        self._device_context = context
+
+        def take() -> None:
+            self._device_context = context
+
+        self._commits.after_commit(take)

@@ -12,16 +12,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import sqlite_utils
-
 from a2a_common.clock import Clock
 from a2a_common.ids import new_ulid
+from a2a_common.stopwatch import Stopwatch
 from cache.memory import Memory
 from cache.model import CandidateIn, SyncPosition
 from cache.update import UpdateInput, plan_update
 from cloud_client.client import CloudClient
 from cloud_client.errors import CloudError, CloudUnavailable
 from cloud_client.models import TurnRequest, TurnResponse, VoiceContext
+from edge.commits import Commits
 from edge.config import Settings
 from edge.offline import match_intent
 from edge.outbound import DurableOutbox, InboxDedupe
@@ -44,13 +44,14 @@ class Received:
     session_id: str
     text: str
     device_context: dict[str, Any]
+    watch: Stopwatch  # laps: take_in, record, queue, snapshot, encode, cloud, decode, apply
 
 
 class TurnHandler:
     def __init__(
         self,
         *,
-        db: sqlite_utils.Database,
+        commits: Commits,
         memory: Memory,
         sync_outbox: SyncOutbox,
         workflows: WorkflowDriver,
@@ -62,7 +63,7 @@ class TurnHandler:
         settings: Settings,
         clock: Clock,
     ) -> None:
-        self._db = db
+        self._commits = commits
         self._memory = memory
         self._sync = sync_outbox
         self._workflows = workflows
@@ -74,20 +75,25 @@ class TurnHandler:
         self._settings = settings
         self._clock = clock
 
-    def receive(self, msg: TurnRequestMsg, device_context: dict[str, Any]) -> Received | None:
-        """Commit the utterance; None when this turn_id was already taken in."""
+    def receive(
+        self, msg: TurnRequestMsg, device_context: dict[str, Any], watch: Stopwatch
+    ) -> Received | None:
+        """Commit the utterance; None when this turn_id was already taken in. `watch` was
+        started when the message arrived."""
+        watch.lap("take_in")
         key = f"turn:{msg.turn_id}"
         if self._dedupe.seen(key):
             log.info("turn %s is a redelivery; already taken in", msg.turn_id)
             return None
-        with self._db.atomic():
+        with self._commits.atomic():
             pair_id, session_id = self._memory.record_utterance(
                 turn_id=msg.turn_id, requested_session=msg.session_id, text=msg.recognized_text
             )
             self._dedupe.mark(key, self._topics.turn_request)
         merged = {**device_context, **(msg.device_context or {})}
         log.info("turn %s recorded in %s", msg.turn_id, session_id)
-        return Received(msg.turn_id, pair_id, session_id, msg.recognized_text, merged)
+        watch.lap("record")
+        return Received(msg.turn_id, pair_id, session_id, msg.recognized_text, merged, watch)
 
     def build_request(self, turn: Received) -> TurnRequest:
         snapshot = self._memory.snapshot(turn.session_id)
@@ -107,7 +113,9 @@ class TurnHandler:
 
     async def answer(self, turn: Received) -> str:
         """Ask the planner and answer the turn; returns the answer's status."""
+        turn.watch.lap("queue")
         request = self.build_request(turn)
+        turn.watch.lap("snapshot")
         cloud = self._settings.cloud
         # while the cloud is known to be away, one quick try: the user is waiting
         away = self._cloud.unreachable
@@ -118,6 +126,7 @@ class TurnHandler:
                 if away
                 else cloud.turn_deadline_s,
                 max_attempts=1 if away else 2,
+                watch=turn.watch,
             )
         except CloudUnavailable as exc:
             log.warning("turn %s: cloud unavailable: %s", turn.turn_id, exc)
@@ -128,7 +137,9 @@ class TurnHandler:
             self.close_unanswered(turn.turn_id, turn.pair_id, "error", f"cloud_error: {exc}")
             return "error"
         self._cloud_back()
-        return self._close_answered(turn, response)
+        status = self._close_answered(turn, response)
+        turn.watch.lap("apply")
+        return status
 
     def _answer_offline(self, turn: Received, reason: str) -> None:
         """`offline`, and the robot's own small set of intents so it stays safe meanwhile."""
@@ -217,7 +228,7 @@ class TurnHandler:
 
     def close_unanswered(self, turn_id: str, pair_id: str, status: str, reason: str) -> None:
         """Answer `offline`/`error`; the utterance stays recorded as a pair without reply."""
-        with self._db.atomic():
+        with self._commits.atomic():
             self._sync.enqueue(self._memory.close_unanswered(pair_id, status))
             self._outbox.enqueue(
                 self._topics.turn_response,
@@ -230,7 +241,7 @@ class TurnHandler:
                     "error": reason,
                 },
             )
-        self._outbox.flush()
+            self._commits.after_commit(self._outbox.flush)
 
     def recover(self) -> int:
         """Answer turns a previous run took in but never answered; returns how many."""

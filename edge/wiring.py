@@ -11,6 +11,7 @@ from a2a_common.sqlite import open_state_db
 from cache.memory import Memory
 from cloud_client.client import CloudClient
 from edge import __version__
+from edge.commits import Commits
 from edge.config import Secrets, Settings
 from edge.memory_ops import MemoryOps
 from edge.notify import Notifier
@@ -85,6 +86,7 @@ def build_runtime(
     """Open the state DB (migrating it) and wire every component; raises StorageError."""
     clock = clock or SystemClock()
     db = open_db(settings)
+    commits = Commits(db)
     topics = Topics(settings.mqtt.topic_prefix, settings.device_id)
     memory = Memory(db=db, clock=clock, policy=memory_policy(settings))
     outbox = DurableOutbox(db=db, clock=clock)
@@ -99,7 +101,7 @@ def build_runtime(
         ask_timeout_s=settings.taskmanager.ask_timeout_s,
     )
     workflows = WorkflowDriver(
-        db=db,
+        commits=commits,
         tm=tm,
         memory=memory,
         sync_outbox=sync_outbox,
@@ -114,7 +116,7 @@ def build_runtime(
     )
     dedupe = InboxDedupe(db=db, clock=clock)
     turns = TurnHandler(
-        db=db,
+        commits=commits,
         memory=memory,
         sync_outbox=sync_outbox,
         workflows=workflows,
@@ -129,6 +131,7 @@ def build_runtime(
     return Runtime(
         settings=settings,
         db=db,
+        commits=commits,
         clock=clock,
         topics=topics,
         memory=memory,

@@ -9,8 +9,6 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-import sqlite_utils
-
 from a2a_common.clock import Clock
 from a2a_common.ids import new_ulid
 from a2a_common.writes import SyncWrite
@@ -18,6 +16,7 @@ from cache.memory import Memory
 from cache.promotion import StepOutcome, observed_candidates
 from cloud_client.client import CloudClient
 from cloud_client.errors import CloudError
+from edge.commits import Commits
 from edge.outbound import DurableOutbox
 from sync.outbox import SyncOutbox
 from taskmanager.events import Report
@@ -32,7 +31,7 @@ class WorkflowDriver:
     def __init__(
         self,
         *,
-        db: sqlite_utils.Database,
+        commits: Commits,
         tm: TaskManager,
         memory: Memory,
         sync_outbox: SyncOutbox,
@@ -42,7 +41,7 @@ class WorkflowDriver:
         device_id: str,
         events_deadline_s: float,
     ) -> None:
-        self._db = db
+        self._commits = commits
         self.tm = tm
         self._memory = memory
         self._sync = sync_outbox
@@ -54,18 +53,18 @@ class WorkflowDriver:
         self._wake = asyncio.Event()
         self._reports: asyncio.Queue[Report] = asyncio.Queue()
 
-    # --- one transaction per input ----------------------------------------------------------
+    # --- one transaction (or savepoint of a group commit) per input --------------------------
     def apply(self, action: Callable[[], Result]) -> Result:
         """Run `action` (TaskManager calls plus whatever else the input changes) and settle
-        finished workflows in one transaction; then send what it owes."""
+        finished workflows in one transaction; once it commits, send what it owes."""
         try:
-            with self._db.atomic():
+            with self._commits.atomic():
                 result = action()
                 self._settle(result)
         except Exception:
             self.tm.reload()  # the board must match what is on disk
             raise
-        self._after_commit(result)
+        self._commits.after_commit(lambda: self._after_commit(result))
         return result
 
     def _settle(self, result: Result) -> None:
@@ -103,7 +102,7 @@ class WorkflowDriver:
         active = self.tm.reload()
         prefix = f"{self.tm.topic_root}/task/command/"
         resent = 0
-        with self._db.atomic():
+        with self._commits.atomic():
             for row_id, payload in self._outbox.rows_under(prefix):
                 fresh = self.tm.redispatch(str(payload.get("task_id", "")))
                 if fresh is None:

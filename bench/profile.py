@@ -1,0 +1,117 @@
+"""Where the runtime's CPU goes while it answers turns on a year-old cache (half of them
+starting a two-step workflow run by instant device agents): py-spy samples the runtime
+process; prints the functions with the most samples, inclusive and self. Asserts nothing.
+
+    .venv/bin/pip install py-spy && .venv/bin/python -m bench.profile [--turns 600]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+from a2a_common.sqlite import open_state_db
+from bench.benchlib import runtime_stack
+from bench.runtime import ROOT, turns
+from bench.snapshot import fill
+from edge.schema import MIGRATIONS
+from sim.devices import Behavior, DeviceAgents
+from sim.probe import MqttProbe
+
+PROJECT = str(Path(__file__).resolve().parent.parent) + "/"
+
+
+def short(frame: str) -> str:
+    """`fn (path/to/file.py:12)` -> `fn (file.py)`, project paths kept relative."""
+    name, _, where = frame.partition(" (")
+    path = where.rsplit(":", 1)[0].rstrip(")")
+    path = path.replace(PROJECT, "") if PROJECT in path else path.rsplit("/", 1)[-1]
+    return f"{name} ({path})"
+
+
+def summarize(raw: Path, top: int) -> None:
+    inclusive: Counter[str] = Counter()
+    own: Counter[str] = Counter()
+    total = 0
+    for line in raw.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        frames = [short(f) for f in stack.split(";") if f and not f.startswith("thread")]
+        if not frames:
+            continue
+        n = int(count)
+        total += n
+        own[frames[-1]] += n
+        for frame in set(frames):
+            inclusive[frame] += n
+    print(f"{total} samples of the runtime on CPU")
+    for title, counter in (("inclusive", inclusive), ("self", own)):
+        print(f"  top {top} by {title} samples")
+        for frame, n in counter.most_common(top):
+            print(f"    {100 * n / total:5.1f} %  {frame}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--turns", type=int, default=600)
+    parser.add_argument("--top", type=int, default=25)
+    args = parser.parse_args()
+    spy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or shutil.which("py-spy")
+    if spy is None:
+        sys.exit("py-spy is not installed: .venv/bin/pip install py-spy")
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        db = open_state_db(work / "state" / "state.db", MIGRATIONS)
+        fill(db)
+        db.close()
+        broker, cloud, runtime = runtime_stack(work)
+        probe = MqttProbe(broker.port, [f"{ROOT}/turn/response"])
+        instant = Behavior("instant")
+        agents = DeviceAgents(
+            broker.port,
+            ROOT,
+            behaviors={"mobility.move_to_room": instant, "air_purifier.start": instant},
+        )
+        try:
+            runtime.start()
+            assert runtime.proc is not None
+            time.sleep(0.5)
+            raw = work / "profile.txt"
+            recorder = subprocess.Popen(
+                [
+                    spy,
+                    "record",
+                    "-p",
+                    str(runtime.proc.pid),
+                    "-f",
+                    "raw",
+                    "-o",
+                    str(raw),
+                    "-r",
+                    "500",
+                    "--nonblocking",
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=(work / "py-spy.log").open("wb"),
+            )
+            time.sleep(1)
+            turns(probe, args.turns)
+            recorder.send_signal(signal.SIGINT)  # py-spy writes its file on Ctrl-C
+            recorder.wait(30)
+            summarize(raw, args.top)
+        finally:
+            agents.close()
+            probe.close()
+            runtime.close()
+            cloud.stop()
+            broker.stop()
+
+
+if __name__ == "__main__":
+    main()

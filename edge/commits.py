@@ -1,0 +1,54 @@
+"""The one writer's transactions, with effects that wait for the commit.
+
+`atomic()` opens a transaction, or a savepoint inside the one already open: the runtime takes a
+batch of inbound messages in one transaction (group commit: one fsync for the batch), each
+message in a savepoint of its own so a refused one rolls back alone. `after_commit(fn)` runs `fn`
+once the outermost transaction has committed (at once when none is open) and never when the
+part that registered it rolled back: MQTT messages are handed to the broker, inbound messages
+acknowledged and turns started only for what is on disk.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import sqlite_utils
+
+log = logging.getLogger(__name__)
+
+
+class Commits:
+    def __init__(self, db: sqlite_utils.Database) -> None:
+        self._db = db
+        self._levels: list[list[Callable[[], object]]] = []
+
+    @contextmanager
+    def atomic(self) -> Iterator[None]:
+        self._levels.append([])
+        try:
+            with self._db.atomic():
+                yield
+        except BaseException:
+            self._levels.pop()  # rolled back: what it registered never happens
+            raise
+        effects = self._levels.pop()
+        if self._levels:
+            self._levels[-1].extend(effects)
+            return
+        for fn in effects:
+            try:
+                fn()
+            except Exception:  # the commit stands; one failed effect must not skip the rest
+                log.exception("an effect after a commit failed")
+
+    def after_commit(self, fn: Callable[[], object]) -> None:
+        if self._levels:
+            self._levels[-1].append(fn)
+        else:
+            fn()
+
+    @property
+    def open(self) -> bool:
+        return bool(self._levels)
