@@ -61,6 +61,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--turns", type=int, default=600)
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--raw", type=Path, help="keep py-spy's collapsed stacks here")
     args = parser.parse_args()
     spy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or shutil.which("py-spy")
     if spy is None:
@@ -105,6 +106,8 @@ def main() -> None:
             recorder.send_signal(signal.SIGINT)  # py-spy writes its file on Ctrl-C
             recorder.wait(30)
             summarize(raw, args.top)
+            if args.raw:
+                shutil.copy(raw, args.raw)
         finally:
             agents.close()
             probe.close()

@@ -30,6 +30,7 @@ from a2a_common.stopwatch import Stopwatch
 from cache.memory import Memory
 from cloud_client.client import CloudClient
 from edge import __version__
+from edge.checkpointer import Checkpointer
 from edge.commits import Commits
 from edge.config import Settings, load_settings
 from edge.errors import ConfigError
@@ -100,6 +101,11 @@ class Runtime:
         self._settings = settings
         self._db = db
         self._commits = commits
+        # the loop's connection never checkpoints by itself: a worker thread does
+        db.execute("PRAGMA wal_autocheckpoint=0")
+        self._checkpointer = Checkpointer(
+            settings.state_db_path, busy_timeout_ms=settings.storage.busy_timeout_ms
+        )
         self._clock = clock
         self._topics = topics
         self._memory = memory
@@ -218,6 +224,7 @@ class Runtime:
             asyncio.create_task(self._workflows.run_reporter()),
             asyncio.create_task(self._replayer.run()),
             asyncio.create_task(self._retention()),
+            asyncio.create_task(self._checkpointer.run()),
         ]
         await self._stop.wait()
         for task in background:
