@@ -47,3 +47,4 @@ class Checkpointer:
         finally:
             if self._conn is not None:
                 self._conn.close()
+                self._conn = None

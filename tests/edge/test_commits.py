@@ -1,0 +1,86 @@
+"""The one writer's transactions: effects wait for the outermost commit; a rolled-back part's
+effects never happen."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import sqlite_utils
+
+from edge.commits import Commits
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> sqlite_utils.Database:
+    database = sqlite_utils.Database(tmp_path / "t.db")
+    database.execute("CREATE TABLE t (x INTEGER)")
+    return database
+
+
+def rows(db: sqlite_utils.Database) -> list[int]:
+    return [r[0] for r in db.execute("SELECT x FROM t ORDER BY x").fetchall()]
+
+
+def test_effect_outside_a_transaction_runs_at_once(db: sqlite_utils.Database) -> None:
+    ran: list[str] = []
+    Commits(db).after_commit(lambda: ran.append("now"))
+    assert ran == ["now"]
+
+
+def test_effects_wait_for_the_outermost_commit_and_keep_their_order(
+    db: sqlite_utils.Database,
+) -> None:
+    commits = Commits(db)
+    ran: list[str] = []
+    with commits.atomic():
+        for n in (1, 2):
+            with commits.atomic():
+                db.execute("INSERT INTO t VALUES (?)", [n])
+                commits.after_commit(lambda n=n: ran.append(f"sent {n}"))
+        assert ran == [] and commits.open
+    assert ran == ["sent 1", "sent 2"] and not commits.open
+    assert rows(db) == [1, 2]
+
+
+def test_a_savepoint_that_rolls_back_takes_its_effects_and_rows_with_it(
+    db: sqlite_utils.Database,
+) -> None:
+    commits = Commits(db)
+    ran: list[int] = []
+    with commits.atomic():
+        for n in (1, 2, 3):
+            try:
+                with commits.atomic():
+                    db.execute("INSERT INTO t VALUES (?)", [n])
+                    commits.after_commit(lambda n=n: ran.append(n))
+                    if n == 2:
+                        raise ValueError("refused")
+            except ValueError:
+                pass
+    assert ran == [1, 3]
+    assert rows(db) == [1, 3]
+
+
+def test_an_outer_rollback_drops_every_effect(db: sqlite_utils.Database) -> None:
+    commits = Commits(db)
+    ran: list[int] = []
+    with pytest.raises(RuntimeError), commits.atomic():
+        with commits.atomic():
+            db.execute("INSERT INTO t VALUES (1)")
+            commits.after_commit(lambda: ran.append(1))
+        raise RuntimeError("the commit failed")
+    assert ran == [] and rows(db) == [] and not commits.open
+
+
+def test_a_failing_effect_does_not_skip_the_others(db: sqlite_utils.Database) -> None:
+    commits = Commits(db)
+    ran: list[str] = []
+
+    def boom() -> None:
+        raise OSError("broker gone")
+
+    with commits.atomic():
+        commits.after_commit(boom)
+        commits.after_commit(lambda: ran.append("acked"))
+    assert ran == ["acked"]
