@@ -42,26 +42,61 @@ from taskmanager.model import (
 
 @dataclass
 class Board:
-    """Active workflows plus two indexes kept in step with them, so one event costs work in
-    proportion to what it touches: `held` (resource -> task_id holding it) and `ready`
-    (workflow_id -> {step_id: ready_seq} of QUEUED steps whose dependencies completed)."""
+    """Active workflows plus indexes kept in step with them, so one event costs work in
+    proportion to what it touches, not to how many workflows wait: `held` (resource -> task_id
+    holding it), `queues` (resource, or None for steps that need none -> {(workflow_id,
+    step_id): ready_seq} of QUEUED steps whose dependencies completed), `queued` (workflow_id ->
+    where its steps sit in `queues`) and `timed` (workflows with a deadline pending).
+
+    `decide` works on a copy whose dicts are shallow copies; a queue is copied the first time
+    that copy changes it (`_own_queue`), so the input board is never mutated."""
 
     workflows: dict[str, Workflow] = field(default_factory=dict)
     next_ready_seq: int = 1
     held: dict[str, str] = field(default_factory=dict)
-    ready: dict[str, dict[str, int]] = field(default_factory=dict)
+    queues: dict[str | None, dict[tuple[str, str], int]] = field(default_factory=dict)
+    queued: dict[str, list[tuple[str | None, str]]] = field(default_factory=dict)
+    timed: set[str] = field(default_factory=set)
+    _owned_queues: set[str | None] = field(default_factory=set, compare=False, repr=False)
+
+    def copy(self) -> Board:
+        """What `decide` changes: workflows are copied on write, queues on first change."""
+        return Board(
+            dict(self.workflows),
+            self.next_ready_seq,
+            dict(self.held),
+            dict(self.queues),
+            dict(self.queued),
+            set(self.timed),
+        )
+
+    def _own_queue(self, key: str | None) -> dict[tuple[str, str], int]:
+        if key not in self._owned_queues:
+            self.queues[key] = dict(self.queues.get(key, {}))
+            self._owned_queues.add(key)
+        return self.queues[key]
 
     def reindex(self, wf: Workflow) -> None:
-        for resource in [r for r, t in self.held.items() if t.rpartition(":")[0] == wf.workflow_id]:
+        workflow_id = wf.workflow_id
+        for resource in [r for r, t in self.held.items() if t.rpartition(":")[0] == workflow_id]:
             del self.held[resource]
-        self.ready.pop(wf.workflow_id, None)
-        if wf.workflow_id not in self.workflows:
+        for key, step_id in self.queued.pop(workflow_id, []):
+            self._own_queue(key).pop((workflow_id, step_id), None)
+        self.timed.discard(workflow_id)
+        if workflow_id not in self.workflows:
             return
+        entries: list[tuple[str | None, str]] = []
         for step in wf.steps:
             if step.status in ACTIVE_STEP and step.resource and step.kind == "task":
-                self.held[step.resource] = step.task_id(wf.workflow_id)
+                self.held[step.resource] = step.task_id(workflow_id)
             elif step.status == "QUEUED" and step.ready_seq is not None:
-                self.ready.setdefault(wf.workflow_id, {})[step.step_id] = step.ready_seq
+                key = step.resource if step.kind == "task" and step.resource else None
+                self._own_queue(key)[(workflow_id, step.step_id)] = step.ready_seq
+                entries.append((key, step.step_id))
+        if entries:
+            self.queued[workflow_id] = entries
+        if _deadlines(wf):
+            self.timed.add(workflow_id)
 
     @classmethod
     def of(cls, workflows: list[Workflow]) -> Board:
@@ -71,6 +106,23 @@ class Board:
         for wf in workflows:
             board.reindex(wf)
         return board
+
+
+def _deadlines(wf: Workflow) -> list[datetime]:
+    """The instants at which a Tick must look at this workflow."""
+    instants = [
+        t
+        for s in wf.steps
+        for t in (
+            s.ack_deadline if s.status == "DISPATCHED" else None,
+            s.deadline if s.status in ACTIVE_STEP else None,
+            s.wait_until if s.status == "RUNNING" else None,
+        )
+        if t is not None
+    ]
+    if wf.ask_deadline:
+        instants.append(wf.ask_deadline)
+    return instants
 
 
 @dataclass(frozen=True)
@@ -289,7 +341,8 @@ def _due(wf: Workflow, now: datetime) -> bool:
 
 def _on_tick(board: Board, ctx: _Ctx) -> None:
     now = ctx.now
-    for workflow_id in [w for w, wf in board.workflows.items() if _due(wf, now)]:
+    due = [w for w, wf in board.workflows.items() if w in board.timed and _due(wf, now)]
+    for workflow_id in due:
         wf = ctx.own(workflow_id)
         for step in wf.steps:
             expired = _expired(step, now)
@@ -424,16 +477,13 @@ def _mark_ready(board: Board, ctx: _Ctx) -> None:
 
 def _dispatch(board: Board, ctx: _Ctx) -> None:
     """Start ready steps in FIFO order of readiness, each once its resource is free."""
-    line = sorted(
-        (seq, wf_id, step_id)
-        for wf_id, steps in board.ready.items()
-        for step_id, seq in steps.items()
-    )
-    for _seq, workflow_id, step_id in line:
-        current = board.workflows[workflow_id].step(step_id)
-        assert current is not None
-        if current.kind == "task" and current.resource and current.resource in board.held:
-            continue
+    line = [
+        min((seq, *entry) for entry, seq in queue.items())
+        for key, queue in board.queues.items()
+        if queue and key is not None and key not in board.held
+    ]
+    line += [(seq, *entry) for entry, seq in board.queues.get(None, {}).items()]
+    for _seq, workflow_id, step_id in sorted(line):
         wf = ctx.own(workflow_id)
         target = wf.step(step_id)
         assert target is not None
@@ -550,9 +600,7 @@ def report_body(wf: Workflow, event: dict[str, Any], decision: bool) -> dict[str
 
 
 def decide(board: Board, event: Event, now: datetime) -> Outcome:
-    new = Board(
-        dict(board.workflows), board.next_ready_seq, dict(board.held), dict(board.ready)
-    )  # workflows copied on write
+    new = board.copy()
     ctx = _Ctx(now, new)
     if isinstance(event, Submit):
         if event.workflow.workflow_id in new.workflows:
@@ -586,16 +634,5 @@ def decide(board: Board, event: Event, now: datetime) -> Outcome:
 
 def next_deadline(board: Board) -> datetime | None:
     """When the next Tick is due (ack/timeout deadlines, waits, unanswered questions)."""
-    instants = [
-        t
-        for wf in board.workflows.values()
-        for s in wf.steps
-        for t in (
-            s.ack_deadline if s.status == "DISPATCHED" else None,
-            s.deadline if s.status in ACTIVE_STEP else None,
-            s.wait_until if s.status == "RUNNING" else None,
-        )
-        if t is not None
-    ]
-    instants += [wf.ask_deadline for wf in board.workflows.values() if wf.ask_deadline]
+    instants = [t for wf_id in board.timed for t in _deadlines(board.workflows[wf_id])]
     return min(instants) if instants else None
