@@ -46,7 +46,9 @@ class ManualClock:
 
 def iso(ts: datetime) -> str:
     """RFC 3339 UTC with milliseconds and a `Z`, the form every payload uses."""
-    return ts.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{ts.microsecond // 1000:03d}Z"
+    if ts.tzinfo is not UTC:
+        ts = ts.astimezone(UTC)
+    return ts.replace(tzinfo=None).isoformat(timespec="milliseconds") + "Z"
 
 
 def parse_iso(text: str) -> datetime:

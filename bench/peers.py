@@ -1,9 +1,9 @@
 """Durable single-step jobs side by side, same machine, same run, same count:
 
 - ours: single-step workflows pushed on `P/workflow/request` to the real runtime process through
-  a real Mosquitto, run by an instant device agent (command → ACCEPTED, RUNNING, 3×PROGRESS,
-  COMPLETED callbacks → WORKFLOW_COMPLETED event), every step committed with
-  `synchronous=FULL` before it is acknowledged or sent;
+  a real Mosquitto, run by an instant device agent (command -> RUNNING and COMPLETED callbacks
+  -> WORKFLOW_COMPLETED), every change committed with `synchronous=FULL` before it is
+  acknowledged or sent, every event reported to the sim cloud;
 - huey `SqliteHuey(fsync=True)`: enqueue → a thread worker executes → result read back;
 - persist-queue `SQLiteAckQueue`: put → get → ack.
 
@@ -117,7 +117,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         rates = {
-            "a2a-edge workflows (MQTT round trip, 6 callbacks each)": ours(args.jobs, work),
+            "a2a-edge workflows (MQTT round trip, 2 callbacks each)": ours(args.jobs, work),
             "huey SqliteHuey(fsync=True), 2 thread workers": huey_rate(args.jobs, work),
             "persist-queue SQLiteAckQueue put/get/ack": persist_queue_rate(args.jobs, work),
         }

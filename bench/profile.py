@@ -1,8 +1,10 @@
-"""Where the runtime's CPU goes while it answers turns on a year-old cache (half of them
-starting a two-step workflow run by instant device agents): py-spy samples the runtime
-process; prints the functions with the most samples, inclusive and self. Asserts nothing.
+"""Where the runtime's CPU goes: py-spy samples the runtime process while it either answers
+turns on a year-old cache (half of them starting a two-step workflow run by instant device
+agents) or runs a burst of single-step jobs (as bench.peers does); prints the functions with
+the most samples, inclusive and self, and our own functions inclusive. Asserts nothing.
 
-    .venv/bin/pip install py-spy && .venv/bin/python -m bench.profile [--turns 600]
+    .venv/bin/pip install py-spy
+    .venv/bin/python -m bench.profile [--workload turns|jobs] [--count 600]
 """
 
 from __future__ import annotations
@@ -19,12 +21,14 @@ from pathlib import Path
 
 from a2a_common.sqlite import open_state_db
 from bench.benchlib import runtime_stack
+from bench.peers import one_step
 from bench.runtime import ROOT, turns
 from bench.snapshot import fill
 from edge.schema import MIGRATIONS
 from sim.devices import Behavior, DeviceAgents
 from sim.probe import MqttProbe
 
+OURS = {"edge", "cache", "taskmanager", "sync", "cloud_client", "a2a_common"}
 PROJECT = str(Path(__file__).resolve().parent.parent) + "/"
 
 
@@ -32,7 +36,9 @@ def short(frame: str) -> str:
     """`fn (path/to/file.py:12)` -> `fn (file.py)`, project paths kept relative."""
     name, _, where = frame.partition(" (")
     path = where.rsplit(":", 1)[0].rstrip(")")
-    path = path.replace(PROJECT, "") if PROJECT in path else path.rsplit("/", 1)[-1]
+    path = path.replace(PROJECT, "")
+    if path.split("/")[0] not in OURS:
+        path = path.rsplit("/", 1)[-1]
     return f"{name} ({path})"
 
 
@@ -50,16 +56,29 @@ def summarize(raw: Path, top: int) -> None:
         own[frames[-1]] += n
         for frame in set(frames):
             inclusive[frame] += n
+    ours = Counter({f: n for f, n in inclusive.items() if f.split("(")[1].split("/")[0] in OURS})
     print(f"{total} samples of the runtime on CPU")
-    for title, counter in (("inclusive", inclusive), ("self", own)):
+    for title, counter in (("inclusive", inclusive), ("self", own), ("our code, inclusive", ours)):
         print(f"  top {top} by {title} samples")
         for frame, n in counter.most_common(top):
             print(f"    {100 * n / total:5.1f} %  {frame}")
 
 
+def jobs(probe: MqttProbe, count: int) -> None:
+    for n in range(count):
+        probe.publish(f"{ROOT}/workflow/request", one_step(n))
+    last = f"job-{count - 1:05d}"
+    probe.wait_for(
+        f"{ROOT}/workflow/event",
+        lambda b: b.get("workflow_id") == last and b.get("status") == "WORKFLOW_COMPLETED",
+        timeout_s=600,
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--turns", type=int, default=600)
+    parser.add_argument("--workload", choices=["turns", "jobs"], default="turns")
+    parser.add_argument("--count", type=int, default=600)
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--raw", type=Path, help="keep py-spy's collapsed stacks here")
     args = parser.parse_args()
@@ -72,12 +91,16 @@ def main() -> None:
         fill(db)
         db.close()
         broker, cloud, runtime = runtime_stack(work)
-        probe = MqttProbe(broker.port, [f"{ROOT}/turn/response"])
+        probe = MqttProbe(broker.port, [f"{ROOT}/turn/response", f"{ROOT}/workflow/event"])
         instant = Behavior("instant")
         agents = DeviceAgents(
             broker.port,
             ROOT,
-            behaviors={"mobility.move_to_room": instant, "air_purifier.start": instant},
+            behaviors={
+                "mobility.move_to_room": instant,
+                "air_purifier.start": instant,
+                "speaker.say": instant,
+            },
         )
         try:
             runtime.start()
@@ -102,7 +125,10 @@ def main() -> None:
                 stderr=(work / "py-spy.log").open("wb"),
             )
             time.sleep(1)
-            turns(probe, args.turns)
+            if args.workload == "turns":
+                turns(probe, args.count)
+            else:
+                jobs(probe, args.count)
             recorder.send_signal(signal.SIGINT)  # py-spy writes its file on Ctrl-C
             recorder.wait(30)
             summarize(raw, args.top)

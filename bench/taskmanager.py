@@ -1,137 +1,219 @@
-"""Durable workflow throughput through a real Mosquitto and the real runtime process, with an
-instant device agent; and, side by side, persist-queue's SQLiteAckQueue put → get → ack for the
-same number of items. Prints figures; asserts nothing.
+"""The TaskManager through the real runtime process and a real Mosquitto on loopback, with
+instant device agents (RUNNING and COMPLETED callbacks at once):
 
-    .venv/bin/pip install -e '.[bench]' && .venv/bin/python -m bench.taskmanager [--workflows 2000]
+1. unloaded: one two-step workflow at a time; step COMPLETED -> dependant command at the agent;
+2. sustained: `--active` two-step workflows kept in flight (a new one as each completes, on
+   two pairs of resources) for `--seconds`: callbacks/s taken in, the same latency, and the
+   runtime's own share of each callback (arrival to committed and the next command handed to
+   the broker, from its /metrics);
+3. burst: `--workflows` two-step workflows at once: workflows/s and the latency behind a queue.
+
+Prints figures; asserts nothing.
+
+    .venv/bin/python -m bench.taskmanager [--active 4] [--seconds 20] [--workflows 2000]
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
+import json
 import tempfile
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
-import persistqueue
+import paho.mqtt.client as paho
 
-from bench.benchlib import pct, runtime_stack
+from bench.benchlib import pct, runtime_stack, scrape
+from sim.broker import free_port
 from sim.devices import Behavior, DeviceAgents
+from sim.mqttc import start_client
 from sim.probe import MqttProbe
 
 ROOT = "a2a/robot-bench"
+EVENTS = f"{ROOT}/workflow/event"
+SHAPES = (
+    (("move", "mobility", "move_to_room", {"room": "안방"}), ("purify", "air_purifier", "start")),
+    (("say", "speaker", "say", {"text": "안녕"}), ("show", "display", "show_content")),
+)
+INSTANT = Behavior("instant")
+BEHAVIORS = {
+    "mobility.move_to_room": INSTANT,
+    "air_purifier.start": INSTANT,
+    "speaker.say": INSTANT,
+    "display.show_content": INSTANT,
+}
 
 
-def two_step(n: int) -> dict[str, object]:
+def two_step(n: int, shape: int = 0) -> dict[str, Any]:
+    (first, cap1, op1, args1), (second, cap2, op2) = SHAPES[shape]
     return {
         "workflow_id": f"wf-{n:05d}",
         "plan_id": "bench",
         "steps": [
+            {"step_id": first, "capability_id": cap1, "operation_id": op1, "args": args1},
             {
-                "step_id": "move",
-                "capability_id": "mobility",
-                "operation_id": "move_to_room",
-                "args": {"room": "안방"},
-            },
-            {
-                "step_id": "purify",
-                "capability_id": "air_purifier",
-                "operation_id": "start",
-                "args": {"mode": "auto"},
-                "depends_on": ["move"],
+                "step_id": second,
+                "capability_id": cap2,
+                "operation_id": op2,
+                "args": {},
+                "depends_on": [first],
             },
         ],
     }
 
 
-def ours(count: int, work: Path, one_by_one: int) -> tuple[float, list[float], list[float]]:
-    broker, cloud, runtime = runtime_stack(work)
-    agents = DeviceAgents(
-        broker.port,
-        ROOT,
-        behaviors={
-            "mobility.move_to_room": Behavior("instant"),
-            "air_purifier.start": Behavior("instant"),
-        },
-    )
-    probe = MqttProbe(broker.port, [f"{ROOT}/workflow/event"])
-    try:
-        runtime.start()
-        time.sleep(0.5)  # let the runtime subscribe before the burst
-        for n in range(count, count + one_by_one):  # unloaded: one workflow at a time
-            probe.publish(f"{ROOT}/workflow/request", two_step(n))
-            probe.wait_for(
-                f"{ROOT}/workflow/event",
-                lambda b, w=f"wf-{n:05d}": (
-                    b.get("workflow_id") == w and b.get("status") == "WORKFLOW_COMPLETED"
-                ),
-                timeout_s=60,
-            )
-        unloaded = [
-            (agents.received_at[f"wf-{n:05d}:purify"] - agents.completed_at[f"wf-{n:05d}:move"])
-            * 1000
-            for n in range(count, count + one_by_one)
-        ]
-        t0 = time.monotonic()
-        for n in range(count):
-            probe.publish(f"{ROOT}/workflow/request", two_step(n))
-        last = f"wf-{count - 1:05d}"
-        probe.wait_for(
-            f"{ROOT}/workflow/event",
-            lambda b: b.get("workflow_id") == last and b.get("status") == "WORKFLOW_COMPLETED",
-            timeout_s=600,
-        )
-        elapsed = time.monotonic() - t0
-        gaps = [
-            (agents.received_at[f"wf-{n:05d}:purify"] - agents.completed_at[f"wf-{n:05d}:move"])
-            * 1000
-            for n in range(count)
-        ]
-        return count / elapsed, gaps, unloaded
-    finally:
-        probe.close()
-        agents.close()
-        runtime.close()
-        cloud.stop()
-        broker.stop()
+def gap_ms(agents: DeviceAgents, n: int, shape: int = 0) -> float:
+    """Step COMPLETED published by the agent -> the dependant command received by it."""
+    (first, *_), (second, *_) = SHAPES[shape]
+    wf = f"wf-{n:05d}"
+    return (agents.received_at[f"{wf}:{second}"] - agents.completed_at[f"{wf}:{first}"]) * 1000
 
 
-def persist_queue_rate(count: int, work: Path) -> float:
-    queue = persistqueue.SQLiteAckQueue(str(work / "pq"), auto_commit=True)
-    t0 = time.monotonic()
-    for n in range(count):
-        queue.put(two_step(n))
-    for _ in range(count):
-        item = queue.get()
-        queue.ack(item)
-    return count / (time.monotonic() - t0)
+class ClosedLoop:
+    """Keeps `active` workflows in flight: each WORKFLOW_COMPLETED submits the next one."""
+
+    def __init__(self, port: int, active: int) -> None:
+        self.active = active
+        self.submitted = 0
+        self.completed: list[int] = []
+        self.running = True
+        self._lock = threading.Lock()
+        self._client = start_client("127.0.0.1", port, "bench-loop", self._on_connect, self._on_msg)
+        self._ready = threading.Event()
+        if not self._ready.wait(10):
+            raise TimeoutError("closed loop could not connect")
+
+    def _on_connect(self, client: paho.Client, _u: Any, _f: Any, reason: Any, _p: Any) -> None:
+        client.subscribe(EVENTS, qos=1)
+        self._ready.set()
+
+    def _on_msg(self, _c: paho.Client, _u: Any, msg: paho.MQTTMessage) -> None:
+        body = json.loads(msg.payload)
+        if body.get("status") != "WORKFLOW_COMPLETED":
+            return
+        with self._lock:
+            self.completed.append(int(str(body["workflow_id"])[3:]))
+            if self.running:
+                self._submit()
+
+    def _submit(self) -> None:
+        n = self.submitted
+        self.submitted += 1
+        body = json.dumps(two_step(n, n % 2), ensure_ascii=False)
+        self._client.publish(f"{ROOT}/workflow/request", body, qos=1)
+
+    def start(self) -> None:
+        with self._lock:
+            for _ in range(self.active):
+                self._submit()
+
+    def stop(self) -> list[int]:
+        with self._lock:
+            self.running = False
+            done = list(self.completed)
+        self._client.disconnect()
+        self._client.loop_stop()
+        return done
+
+
+def callbacks_taken(metrics: dict[str, float]) -> float:
+    return sum(v for k, v in metrics.items() if k.startswith("a2a_callbacks_total"))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--workflows", type=int, default=2000)
     parser.add_argument("--one-by-one", type=int, default=200)
+    parser.add_argument("--active", type=int, default=4)
+    parser.add_argument("--seconds", type=float, default=20)
+    parser.add_argument("--workflows", type=int, default=2000)
     args = parser.parse_args()
+    metrics_port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
-        rate, gaps, unloaded = ours(args.workflows, Path(tmp), args.one_by_one)
-        peer = persist_queue_rate(args.workflows, Path(tmp))
-    print(f"{args.one_by_one} two-step workflows one at a time (unloaded)")
+        broker, cloud, runtime = runtime_stack(Path(tmp), metrics_port)
+        agents = DeviceAgents(broker.port, ROOT, behaviors=BEHAVIORS)
+        probe = MqttProbe(broker.port, [EVENTS])
+        try:
+            runtime.start()
+            time.sleep(0.5)
+            base = 0
+            for n in range(base, base + args.one_by_one):
+                probe.publish(f"{ROOT}/workflow/request", two_step(n))
+                probe.wait_for(
+                    EVENTS,
+                    lambda b, w=f"wf-{n:05d}": (
+                        b.get("workflow_id") == w and b.get("status") == "WORKFLOW_COMPLETED"
+                    ),
+                    timeout_s=60,
+                )
+            unloaded = [gap_ms(agents, n) for n in range(base, base + args.one_by_one)]
+            unloaded_metrics = scrape(metrics_port)
+            probe.close()
+
+            runtime.terminate()  # a fresh process: its summaries hold the sustained run only
+            runtime.start()
+            time.sleep(0.5)
+            loop = ClosedLoop(broker.port, args.active)
+            loop.submitted = base = 10_000
+            before = callbacks_taken(scrape(metrics_port))
+            t0 = time.monotonic()
+            loop.start()
+            time.sleep(args.seconds)
+            done = loop.stop()
+            elapsed = time.monotonic() - t0
+            time.sleep(0.5)
+            metrics = scrape(metrics_port)
+            rate = (callbacks_taken(metrics) - before) / elapsed
+            sustained = [gap_ms(agents, n, n % 2) for n in done]
+
+            probe = MqttProbe(broker.port, [EVENTS])
+            base = 20_000
+            t0 = time.monotonic()
+            for n in range(base, base + args.workflows):
+                probe.publish(f"{ROOT}/workflow/request", two_step(n))
+            last = f"wf-{base + args.workflows - 1:05d}"
+            probe.wait_for(
+                EVENTS,
+                lambda b: b.get("workflow_id") == last and b.get("status") == "WORKFLOW_COMPLETED",
+                timeout_s=600,
+            )
+            burst_rate = args.workflows / (time.monotonic() - t0)
+            burst = [gap_ms(agents, n) for n in range(base, base + args.workflows)]
+        finally:
+            probe.close()
+            agents.close()
+            runtime.close()
+            cloud.stop()
+            broker.stop()
+    batch = metrics["a2a_inbound_batch_messages_sum"] / metrics["a2a_inbound_batch_messages_count"]
+
+    def line(name: str, values: list[float]) -> None:
+        print(f"  {name:<44} p50 {pct(values, 0.5):6.2f} ms  p99 {pct(values, 0.99):6.2f} ms")
+
+    def own(metrics: dict[str, float]) -> None:
+        name = "a2a_callback_device_seconds"
+        p50, p99 = (metrics[name + f'{{quantile="{q}"}}'] * 1000 for q in ("0.5", "0.99"))
+        print(
+            f"  {'on the device (arrival -> next command out)':<44} p50 {p50:6.2f} ms  "
+            f"p99 {p99:6.2f} ms"
+        )
+
+    print("TaskManager through Mosquitto on loopback, instant device agents")
+    print(f"{args.one_by_one} two-step workflows one at a time")
+    line("step COMPLETED -> dependant command", unloaded)
+    own(unloaded_metrics)
     print(
-        f"  step COMPLETED -> dependant command on the wire (ms): p50 {pct(unloaded, 0.5):.2f}  "
-        f"p99 {pct(unloaded, 0.99):.2f}"
+        f"{args.active} two-step workflows kept in flight for {args.seconds:g} s "
+        f"({len(done)} completed)"
     )
-    print(f"{args.workflows} two-step workflows in one burst through Mosquitto, instant agent")
-    print(f"  completed workflows/s             {rate:10.1f}")
-    print(
-        f"  step COMPLETED -> dependant command on the wire (ms): p50 {pct(gaps, 0.5):.2f}  "
-        f"p99 {pct(gaps, 0.99):.2f}  mean {statistics.fmean(gaps):.2f}"
-    )
-    print(f"persist-queue SQLiteAckQueue put->get->ack, {args.workflows} items")
-    print(f"  items/s                           {peer:10.1f}")
-    print(
-        f"ratio ours (workflows/s, 2 commands + 4 callbacks each) / persist-queue (items/s): "
-        f"{rate / peer:.3f}"
-    )
+    print(f"  callbacks taken in                           {rate:8.1f} /s")
+    line("step COMPLETED -> dependant command", sustained)
+    own(metrics)
+    print(f"  inbound messages per group commit (mean)     {batch:8.2f}")
+    print(f"{args.workflows} two-step workflows in one burst")
+    print(f"  completed workflows                          {burst_rate:8.1f} /s")
+    line("step COMPLETED -> dependant command", burst)
 
 
 if __name__ == "__main__":
