@@ -1,3 +1,8 @@
+"""The clocks and the one timestamp form."""
+
+from __future__ import annotations
+
+
 def test_iso_is_utc_with_milliseconds_truncated_and_a_z() -> None:
     from datetime import UTC, datetime, timedelta, timezone
 
