@@ -7,6 +7,7 @@ confirmed value. Methods run inside the caller's transaction and return the sync
 
 from __future__ import annotations
 
+import bisect
 import json
 from datetime import datetime
 from typing import Any
@@ -125,15 +126,21 @@ class ProfileStore:
     def add_evidence(
         self, cand: CandidateIn, *, pair_id: str, session_id: str, source: str
     ) -> list[SyncWrite]:
-        """Count one turn's evidence; promote; return the sync writes the change owes."""
+        """Count one turn's evidence; promote; return the sync writes the change owes. The cost
+        does not grow with the item's evidence: counts come from the index, the provenance
+        lists get the new ids appended (evidence only ever arrives newest last)."""
         if not self._privacy.writable(cand.category):
             return []  # `store: never`: not written at all
         now = self._clock.now()
         item = self._ensure_item(cand, now)
-        if not self._record(item["item_id"], cand, pair_id, session_id, source, now):
+        added = self._record(item["item_id"], cand, pair_id, session_id, source, now)
+        if added is None:
             return []
-        evidence = self.evidence(item["item_id"])
-        status = next_status(item["status"], evidence, cand.evidence_kind, self._policy)
+        mentions, days = self._db.execute(
+            "SELECT count(*), count(DISTINCT day) FROM profile_evidence WHERE item_id = ?",
+            [item["item_id"]],
+        ).fetchone()
+        status = next_status(item["status"], mentions, days, cand.evidence_kind, self._policy)
         confidence = max(
             (c for c in (item["confidence"], cand.confidence) if c is not None), default=None
         )
@@ -142,7 +149,15 @@ class ProfileStore:
             " WHERE item_id = ?",
             [confidence, cand.category, item["item_id"]],
         )
-        return self._settle(item, evidence, status, now)
+        candidates = json.loads(item["source_candidate_ids"])
+        pairs = json.loads(item["source_pair_ids"])
+        sessions = json.loads(item["source_session_ids"])
+        if added:  # a new evidence row, not an upgraded one
+            candidates.append(added)
+            pairs.append(pair_id)
+            if session_id not in sessions:
+                bisect.insort(sessions, session_id)
+        return self._settle(item, (candidates, pairs, sessions), status, now)
 
     def recount(self, item_id: str) -> list[SyncWrite]:
         """After some of an item's evidence was forgotten: its sources and status again."""
@@ -157,12 +172,22 @@ class ProfileStore:
         status: ItemStatus = item["status"]
         if status != "revoked" and item["origin"] == "device":
             status = replay_status(evidence, self._policy)
-        return self._settle(item, evidence, status, self._clock.now())
+        sources = (
+            [e.candidate_id for e in evidence],
+            [e.pair_id for e in evidence],
+            sorted({e.session_id for e in evidence}),
+        )
+        return self._settle(item, sources, status, self._clock.now())
 
     def _settle(
-        self, item: dict[str, Any], evidence: list[Evidence], status: ItemStatus, now: datetime
+        self,
+        item: dict[str, Any],
+        sources: tuple[list[str], list[str], list[str]],
+        status: ItemStatus,
+        now: datetime,
     ) -> list[SyncWrite]:
-        sessions = sorted({e.session_id for e in evidence})
+        """Write the item's status and provenance (candidate, pair and session ids)."""
+        candidates, pairs, sessions = sources
         expire = self._privacy.expire_at(item["category"], now)
         self._db.execute(
             "UPDATE profile_items SET status = ?, source_candidate_ids = ?, source_pair_ids = ?,"
@@ -170,8 +195,8 @@ class ProfileStore:
             " WHERE item_id = ?",
             [
                 status,
-                jsonx.dumps([e.candidate_id for e in evidence]),
-                jsonx.dumps([e.pair_id for e in evidence]),
+                jsonx.dumps(candidates),
+                jsonx.dumps(pairs),
                 jsonx.dumps(sessions),
                 iso(expire) if expire else None,
                 iso(now),
@@ -184,10 +209,11 @@ class ProfileStore:
             self._demote_others(item["key"], item["item_id"], now)
         if not self._privacy.shared(updated["category"]):
             return []  # `share: false`: stays on the device
-        payload = item_json(updated) | {
-            "mentions": len(evidence),
-            "days": sorted({e.day for e in evidence}),
-        }
+        days = self._db.execute(
+            "SELECT DISTINCT day FROM profile_evidence WHERE item_id = ? ORDER BY day",
+            [item["item_id"]],
+        ).fetchall()
+        payload = item_json(updated) | {"mentions": len(candidates), "days": [d for (d,) in days]}
         writes = [SyncWrite("profile_candidate", payload)]
         if status == "confirmed" and item["status"] != "confirmed":
             writes.append(SyncWrite("profile_confirmed", item_json(updated)))
@@ -201,8 +227,9 @@ class ProfileStore:
         session_id: str,
         source: str,
         now: datetime,
-    ) -> bool:
-        """Insert the evidence of this pair, or upgrade a mention to an acceptance."""
+    ) -> str | None:
+        """Insert the evidence of this pair (returns its candidate id), or upgrade a mention to
+        an acceptance (returns ""); None when there is nothing new."""
         existing = self._db.execute(
             "SELECT kind FROM profile_evidence WHERE item_id = ? AND pair_id = ?",
             [item_id, pair_id],
@@ -214,13 +241,14 @@ class ProfileStore:
                     " WHERE item_id = ? AND pair_id = ?",
                     [item_id, pair_id],
                 )
-                return True
-            return False
+                return ""
+            return None
+        candidate_id = new_id("cand", self._clock)
         self._db.execute(
             "INSERT INTO profile_evidence (candidate_id, item_id, pair_id, session_id, day, kind,"
             " source, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             [
-                new_id("cand", self._clock),
+                candidate_id,
                 item_id,
                 pair_id,
                 session_id,
@@ -230,7 +258,7 @@ class ProfileStore:
                 iso(now),
             ],
         )
-        return True
+        return candidate_id
 
     def _demote_others(self, key: str, keep_item_id: str, now: datetime) -> None:
         self._db.execute(

@@ -17,19 +17,20 @@ from cache.model import CandidateIn, Evidence, EvidenceKind, ItemStatus, Promoti
 
 def next_status(
     status: ItemStatus,
-    evidence: Sequence[Evidence],
+    mentions: int,
+    days: int,
     arriving: EvidenceKind,
     policy: PromotionPolicy,
 ) -> ItemStatus:
-    """The status once the arriving evidence (already in `evidence`) is counted."""
+    """The status once the arriving evidence is counted: `mentions` evidence rows (one per
+    source pair) on `days` distinct local days, the arriving one included."""
     if status in ("confirmed", "revoked"):
         return status
     if arriving == "suggestion_accepted" and status == "suggestable":
         return "confirmed"
-    days = len({e.day for e in evidence})
     if days >= policy.auto_confirm_days:
         return "confirmed"
-    if len(evidence) >= policy.min_mentions and days >= policy.min_days:
+    if mentions >= policy.min_mentions and days >= policy.min_days:
         return "suggestable"
     return status
 
@@ -63,6 +64,8 @@ def replay_status(evidence: Sequence[Evidence], policy: PromotionPolicy) -> Item
     """The status the evidence earns when counted again in order (after some of it was
     forgotten): an acceptance confirms only if the item was suggestable when it arrived."""
     status: ItemStatus = "candidate"
-    for index, item in enumerate(evidence):
-        status = next_status(status, evidence[: index + 1], item.kind, policy)
+    days: set[str] = set()
+    for mentions, item in enumerate(evidence, 1):
+        days.add(item.day)
+        status = next_status(status, mentions, len(days), item.kind, policy)
     return status

@@ -133,7 +133,9 @@ def test_local_days_follow_the_configured_zone() -> None:
         Evidence("c2", "p2", "s", "2026-06-01", "mention"),
         Evidence("c3", "p3", "s", "2026-06-01", "mention"),
     ]
-    assert next_status("candidate", same_local_day, "mention", policy) == "candidate"
+    days = len({e.day for e in same_local_day})
+    assert days == 1
+    assert next_status("candidate", len(same_local_day), days, "mention", policy) == "candidate"
 
 
 def test_device_observation_is_a_mention_of_the_room() -> None:
