@@ -10,6 +10,7 @@ import httpx
 
 from sim.broker import Mosquitto
 from sim.cloud import SimCloud
+from sim.devices import Behavior, DeviceAgents
 from sim.processes import RuntimeProcess, write_config
 
 
@@ -60,3 +61,15 @@ def scrape(port: int) -> dict[str, float]:
             name, value = line.rsplit(" ", 1)
             samples[name] = float(value)
     return samples
+
+
+def instant_agents(port: int, root: str, *operations: str) -> DeviceAgents:
+    """Device agents answering each `capability.operation` at once (RUNNING, COMPLETED)."""
+    return DeviceAgents(port, root, behaviors={op: Behavior("instant") for op in operations})
+
+
+def stop_all(*parts: Any) -> None:
+    """Close clients and the runtime, stop servers, in the order given."""
+    for part in parts:
+        stop = getattr(part, "close", None) or part.stop
+        stop()

@@ -24,8 +24,7 @@ from typing import Any
 import persistqueue
 from huey import SqliteHuey
 
-from bench.benchlib import runtime_stack
-from sim.devices import Behavior, DeviceAgents
+from bench.benchlib import instant_agents, runtime_stack, stop_all
 from sim.probe import MqttProbe
 
 ROOT = "a2a/robot-bench"
@@ -46,22 +45,27 @@ def one_step(n: int) -> dict[str, Any]:
     }
 
 
+def jobs(probe: MqttProbe, count: int) -> None:
+    """`count` single-step jobs in one burst; returns when the last one completed."""
+    for n in range(count):
+        probe.publish(f"{ROOT}/workflow/request", one_step(n))
+    last = f"job-{count - 1:05d}"
+    probe.wait_for(
+        f"{ROOT}/workflow/event",
+        lambda b: b.get("workflow_id") == last and b.get("status") == "WORKFLOW_COMPLETED",
+        timeout_s=600,
+    )
+
+
 def ours(count: int, work: Path) -> float:
     broker, cloud, runtime = runtime_stack(work)
-    agents = DeviceAgents(broker.port, ROOT, behaviors={"speaker.say": Behavior("instant")})
+    agents = instant_agents(broker.port, ROOT, "speaker.say")
     probe = MqttProbe(broker.port, [f"{ROOT}/workflow/event"])
     try:
         runtime.start()
         time.sleep(0.5)
         t0 = time.monotonic()
-        for n in range(count):
-            probe.publish(f"{ROOT}/workflow/request", one_step(n))
-        last = f"job-{count - 1:05d}"
-        probe.wait_for(
-            f"{ROOT}/workflow/event",
-            lambda b: b.get("workflow_id") == last and b.get("status") == "WORKFLOW_COMPLETED",
-            timeout_s=600,
-        )
+        jobs(probe, count)
         elapsed = time.monotonic() - t0
         done = sum(
             1
@@ -71,11 +75,7 @@ def ours(count: int, work: Path) -> float:
         assert done == count, f"{done} of {count} workflows completed"
         return count / elapsed
     finally:
-        probe.close()
-        agents.close()
-        runtime.close()
-        cloud.stop()
-        broker.stop()
+        stop_all(probe, agents, runtime, cloud, broker)
 
 
 def huey_rate(count: int, work: Path) -> float:

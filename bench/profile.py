@@ -20,12 +20,11 @@ from collections import Counter
 from pathlib import Path
 
 from a2a_common.sqlite import open_state_db
-from bench.benchlib import runtime_stack
-from bench.peers import one_step
+from bench.benchlib import instant_agents, runtime_stack, stop_all
+from bench.peers import jobs
 from bench.runtime import ROOT, turns
 from bench.snapshot import fill
 from edge.schema import MIGRATIONS
-from sim.devices import Behavior, DeviceAgents
 from sim.probe import MqttProbe
 
 OURS = {"edge", "cache", "taskmanager", "sync", "cloud_client", "a2a_common"}
@@ -64,17 +63,6 @@ def summarize(raw: Path, top: int) -> None:
             print(f"    {100 * n / total:5.1f} %  {frame}")
 
 
-def jobs(probe: MqttProbe, count: int) -> None:
-    for n in range(count):
-        probe.publish(f"{ROOT}/workflow/request", one_step(n))
-    last = f"job-{count - 1:05d}"
-    probe.wait_for(
-        f"{ROOT}/workflow/event",
-        lambda b: b.get("workflow_id") == last and b.get("status") == "WORKFLOW_COMPLETED",
-        timeout_s=600,
-    )
-
-
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--workload", choices=["turns", "jobs"], default="turns")
@@ -92,15 +80,8 @@ def main() -> None:
         db.close()
         broker, cloud, runtime = runtime_stack(work)
         probe = MqttProbe(broker.port, [f"{ROOT}/turn/response", f"{ROOT}/workflow/event"])
-        instant = Behavior("instant")
-        agents = DeviceAgents(
-            broker.port,
-            ROOT,
-            behaviors={
-                "mobility.move_to_room": instant,
-                "air_purifier.start": instant,
-                "speaker.say": instant,
-            },
+        agents = instant_agents(
+            broker.port, ROOT, "mobility.move_to_room", "air_purifier.start", "speaker.say"
         )
         try:
             runtime.start()
@@ -135,11 +116,7 @@ def main() -> None:
             if args.raw:
                 shutil.copy(raw, args.raw)
         finally:
-            agents.close()
-            probe.close()
-            runtime.close()
-            cloud.stop()
-            broker.stop()
+            stop_all(agents, probe, runtime, cloud, broker)
 
 
 if __name__ == "__main__":

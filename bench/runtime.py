@@ -15,11 +15,10 @@ import time
 from pathlib import Path
 
 from a2a_common.sqlite import open_state_db
-from bench.benchlib import pct, proc_stat, runtime_stack, scrape
+from bench.benchlib import instant_agents, pct, proc_stat, runtime_stack, scrape, stop_all
 from bench.snapshot import fill
 from edge.schema import MIGRATIONS
 from sim.broker import free_port
-from sim.devices import Behavior, DeviceAgents
 from sim.probe import MqttProbe
 
 ROOT = "a2a/robot-bench"
@@ -75,12 +74,7 @@ def main() -> None:
         db.close()
         broker, cloud, runtime = runtime_stack(work, metrics_port)
         probe = MqttProbe(broker.port, [f"{ROOT}/turn/response"])
-        instant = Behavior("instant")
-        agents = DeviceAgents(
-            broker.port,
-            ROOT,
-            behaviors={"mobility.move_to_room": instant, "air_purifier.start": instant},
-        )
+        agents = instant_agents(broker.port, ROOT, "mobility.move_to_room", "air_purifier.start")
         try:
             t0 = time.monotonic()
             runtime.start()
@@ -101,11 +95,7 @@ def main() -> None:
             _, cpu1 = proc_stat(runtime.proc.pid)
             growth = ((work / "state" / "state.db").stat().st_size - size_before) / 1024
         finally:
-            agents.close()
-            probe.close()
-            runtime.close()
-            cloud.stop()
-            broker.stop()
+            stop_all(agents, probe, runtime, cloud, broker)
     print("runtime on a year-old cache (sim cloud answering at once, loopback Mosquitto)")
     print(f"  cold start to READY=1           {ready_ms:8.0f} ms (process start included)")
     print("  turns: half chit-chat, half starting a two-step workflow that instant agents run")

@@ -25,9 +25,9 @@ from typing import Any
 
 import paho.mqtt.client as paho
 
-from bench.benchlib import pct, runtime_stack, scrape
+from bench.benchlib import instant_agents, pct, runtime_stack, scrape, stop_all
 from sim.broker import free_port
-from sim.devices import Behavior, DeviceAgents
+from sim.devices import DeviceAgents
 from sim.mqttc import start_client
 from sim.probe import MqttProbe
 
@@ -37,13 +37,7 @@ SHAPES = (
     (("move", "mobility", "move_to_room", {"room": "안방"}), ("purify", "air_purifier", "start")),
     (("say", "speaker", "say", {"text": "안녕"}), ("show", "display", "show_content")),
 )
-INSTANT = Behavior("instant")
-BEHAVIORS = {
-    "mobility.move_to_room": INSTANT,
-    "air_purifier.start": INSTANT,
-    "speaker.say": INSTANT,
-    "display.show_content": INSTANT,
-}
+OPERATIONS = ("mobility.move_to_room", "air_purifier.start", "speaker.say", "display.show_content")
 
 
 def two_step(n: int, shape: int = 0) -> dict[str, Any]:
@@ -132,7 +126,7 @@ def main() -> None:
     metrics_port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
         broker, cloud, runtime = runtime_stack(Path(tmp), metrics_port)
-        agents = DeviceAgents(broker.port, ROOT, behaviors=BEHAVIORS)
+        agents = instant_agents(broker.port, ROOT, *OPERATIONS)
         probe = MqttProbe(broker.port, [EVENTS])
         try:
             runtime.start()
@@ -181,11 +175,7 @@ def main() -> None:
             burst_rate = args.workflows / (time.monotonic() - t0)
             burst = [gap_ms(agents, n) for n in range(base, base + args.workflows)]
         finally:
-            probe.close()
-            agents.close()
-            runtime.close()
-            cloud.stop()
-            broker.stop()
+            stop_all(probe, agents, runtime, cloud, broker)
     batch = metrics["a2a_inbound_batch_messages_sum"] / metrics["a2a_inbound_batch_messages_count"]
 
     def line(name: str, values: list[float]) -> None:
