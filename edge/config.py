@@ -49,6 +49,7 @@ class MqttSettings(_Section):
     tls_key_file: str = ""
     reconnect_min_s: float = Field(0.5, gt=0, le=60)
     reconnect_max_s: float = Field(30.0, gt=0, le=3600)
+    dedupe_keep_days: int = Field(7, ge=1, le=3650)
 
     @field_validator("protocol", mode="before")
     @classmethod
@@ -155,6 +156,7 @@ class TaskManagerSettings(_Section):
     catalog_file: str = ""  # empty: the catalog shipped in the package
     ask_timeout_s: float = Field(120.0, gt=0, le=86400)
     events_deadline_s: float = Field(10.0, gt=0, le=300)
+    keep_ended_days: int = Field(30, ge=1, le=3650)
 
 
 class MetricsSettings(_Section):

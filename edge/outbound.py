@@ -43,6 +43,13 @@ def _create(db: sqlite_utils.Database) -> None:
 MIGRATIONS = [Migration("edge_0001_mqtt_outbox_inbox", _create)]
 
 
+def _v2(db: sqlite_utils.Database) -> None:
+    db.execute("CREATE INDEX inbox_seen_at ON inbox_seen (seen_at)")
+
+
+MIGRATIONS_2 = [Migration("edge_0002_inbox_seen_at_index", _v2)]
+
+
 class Wire(Protocol):
     def publish(self, topic: str, payload: bytes, *, qos: int = 1, retain: bool = False) -> int: ...
 
@@ -150,3 +157,13 @@ class InboxDedupe:
             "INSERT OR IGNORE INTO inbox_seen (key, topic, seen_at) VALUES (?, ?, ?)",
             [key, topic, iso(self._clock.now())],
         )
+
+    def prune(self, before: str, limit: int) -> int:
+        """Forget up to `limit` marks taken before `before` (a redelivery comes within minutes
+        of a crash, not days); inside the caller's transaction. Returns how many."""
+        cursor = self._db.execute(
+            "DELETE FROM inbox_seen WHERE rowid IN"
+            " (SELECT rowid FROM inbox_seen WHERE seen_at < ? LIMIT ?)",
+            [before, limit],
+        )
+        return int(cursor.rowcount)

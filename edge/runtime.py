@@ -17,6 +17,7 @@ import signal
 import sqlite3
 import time
 from collections.abc import Callable
+from datetime import timedelta
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -663,11 +664,24 @@ class Runtime:
         """At start and every `memory.retention_every_s`: bounded batches, the loop between."""
         while True:
             try:
-                while any(self._memory_ops.sweep().values()):
+                while any(self._memory_ops.sweep().values()) | self._prune():
                     await asyncio.sleep(0)
             except Exception:
                 log.exception("retention sweep failed")
             await asyncio.sleep(self._settings.memory.retention_every_s)
+
+    def _prune(self, limit: int = 500) -> bool:
+        """One batch of what the runtime keeps only for a while: ended workflows (with their
+        traces) and inbound dedupe marks. True when it removed something."""
+        now = self._clock.now()
+        keep_ended = timedelta(days=self._settings.taskmanager.keep_ended_days)
+        keep_marks = timedelta(days=self._settings.mqtt.dedupe_keep_days)
+        with self._commits.atomic():
+            workflows = self._workflows.tm.store.prune_ended(iso(now - keep_ended), limit)
+            marks = self._dedupe.prune(iso(now - keep_marks), limit)
+        if workflows or marks:
+            log.info("pruned %d ended workflows and %d dedupe marks", workflows, marks)
+        return bool(workflows or marks)
 
     def _on_device_context(self, _msg: Inbound, parsed: Any) -> None:
         assert isinstance(parsed, DeviceContextMsg)

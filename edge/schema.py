@@ -19,4 +19,6 @@ MIGRATIONS: list[Migration] = [
     *taskmanager_store.MIGRATIONS,  # 5 taskmanager_0001_workflows_trace
     *outbox.MIGRATIONS_2,  # 6 sync_0002_dead_letters_meta
     *cache_schema.MIGRATIONS_3,  # 7 cache_0003_memory_audit
+    *taskmanager_store.MIGRATIONS_2,  # 8 taskmanager_0002_workflows_ended_index
+    *outbound.MIGRATIONS_2,  # 9 edge_0002_inbox_seen_at_index
 ]

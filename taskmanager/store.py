@@ -13,7 +13,12 @@ from a2a_common import jsonx
 from a2a_common.clock import iso
 from a2a_common.sqlite import Migration
 from taskmanager.core import Board
-from taskmanager.model import Workflow, workflow_from_json, workflow_to_json
+from taskmanager.model import (
+    TERMINAL_WORKFLOW,
+    Workflow,
+    workflow_from_json,
+    workflow_to_json,
+)
 
 TERMINAL_SQL = "('completed', 'failed', 'cancelled', 'rejected')"
 
@@ -46,6 +51,13 @@ def _v1(db: sqlite_utils.Database) -> None:
 
 
 MIGRATIONS = [Migration("taskmanager_0001_workflows_trace", _v1)]
+
+
+def _v2(db: sqlite_utils.Database) -> None:
+    db.execute("CREATE INDEX workflows_ended ON workflows (status, updated_at)")
+
+
+MIGRATIONS_2 = [Migration("taskmanager_0002_workflows_ended_index", _v2)]
 
 
 class WorkflowStore:
@@ -104,6 +116,23 @@ class WorkflowStore:
     def exists(self, workflow_id: str) -> bool:
         row = self._db.execute("SELECT 1 FROM workflows WHERE workflow_id = ?", [workflow_id])
         return row.fetchone() is not None
+
+    def prune_ended(self, before: str, limit: int) -> int:
+        """Delete up to `limit` ended workflows last changed before `before`, traces and all;
+        inside the caller's transaction. Returns how many."""
+        ids = [
+            r[0]
+            for r in self._db.execute(
+                "SELECT workflow_id FROM workflows WHERE status IN"
+                f" ({','.join('?' * len(TERMINAL_WORKFLOW))}) AND updated_at < ? LIMIT ?",
+                [*sorted(TERMINAL_WORKFLOW), before, limit],
+            ).fetchall()
+        ]
+        if ids:
+            marks = ",".join("?" * len(ids))
+            self._db.execute(f"DELETE FROM workflow_trace WHERE workflow_id IN ({marks})", ids)
+            self._db.execute(f"DELETE FROM workflows WHERE workflow_id IN ({marks})", ids)
+        return len(ids)
 
     def has_task(self, task_id: str) -> bool:
         workflow_id, _, step_id = task_id.rpartition(":")
