@@ -18,8 +18,9 @@ from typing import Any, Protocol
 import sqlite_utils
 
 from a2a_common.clock import Clock, iso
+from taskmanager.board import Board, next_deadline
 from taskmanager.catalog import Catalog
-from taskmanager.core import Board, command_payload, decide, next_deadline
+from taskmanager.core import command_payload, decide
 from taskmanager.events import (
     Callback,
     Cancel,

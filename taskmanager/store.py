@@ -12,7 +12,7 @@ import sqlite_utils
 from a2a_common import jsonx
 from a2a_common.clock import iso
 from a2a_common.sqlite import Migration
-from taskmanager.core import Board
+from taskmanager.board import Board
 from taskmanager.model import (
     TERMINAL_WORKFLOW,
     Workflow,

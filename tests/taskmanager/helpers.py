@@ -4,8 +4,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from taskmanager.catalog import load_catalog
+from taskmanager.board import Board
 from taskmanager.core import (
-    Board,
     Callback,
     CancelTask,
     Command,

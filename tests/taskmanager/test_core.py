@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from taskmanager.core import Cancel, Decide, Tick, next_deadline
+from taskmanager.board import next_deadline
+from taskmanager.core import Cancel, Decide, Tick
 from taskmanager.model import Step
 from tests.taskmanager.helpers import MOVE_PURIFY, Run, workflow
 
