@@ -3,8 +3,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from taskmanager.catalog import load_catalog
 from taskmanager.board import Board
+from taskmanager.catalog import load_catalog
 from taskmanager.core import (
     Callback,
     CancelTask,
