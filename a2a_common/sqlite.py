@@ -41,6 +41,9 @@ class Migration:
     apply: Callable[[sqlite_utils.Database], None]
 
 
+CACHE_KB = 1024  # page cache of the writing connection: the working set is indexed and small
+
+
 def _create_private(path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
@@ -64,6 +67,7 @@ def open_state_db(
         conn.execute(f"PRAGMA synchronous={synchronous}")
         conn.execute("PRAGMA foreign_keys=ON")
         conn.execute("PRAGMA secure_delete=ON")
+        conn.execute(f"PRAGMA cache_size=-{CACHE_KB}")
         db = sqlite_utils.Database(conn, execute_plugins=False)
         migrate(db, path, migrations)
         if max_size_kb:  # a cap (also how tests make the disk "full")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -32,10 +33,10 @@ def proc_stat(pid: int) -> tuple[int, float]:
 
 
 def runtime_stack(
-    work: Path, metrics_port: int | None = None
+    work: Path, metrics_port: int | None = None, python: str | None = None
 ) -> tuple[Mosquitto, SimCloud, RuntimeProcess]:
     """A private Mosquitto, the sim cloud, and `robot-bench`'s runtime (not started yet),
-    with its /metrics on `metrics_port` when given."""
+    with its /metrics on `metrics_port` when given, run by `python` when given."""
     broker = Mosquitto(work / "broker")
     broker.start()
     cloud = SimCloud().start()
@@ -49,7 +50,7 @@ def runtime_stack(
     if metrics_port is not None:
         values["metrics"] = {"enabled": True, "port": metrics_port}
     config = write_config(work / "config.toml", values)
-    return broker, cloud, RuntimeProcess(config, work)
+    return broker, cloud, RuntimeProcess(config, work, python=python or sys.executable)
 
 
 def scrape(port: int) -> dict[str, float]:

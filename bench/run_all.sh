@@ -7,10 +7,17 @@ cd "$(dirname "$0")/.."
 PY=.venv/bin/python
 [ -x "$PY" ] || { echo "run ./bootstrap.sh test first (it makes .venv)" >&2; exit 2; }
 .venv/bin/pip install -q -e '.[bench]'
+# the runtime as a robot installs it (no dev or demo extras), for its footprint
+[ -x .venv-runtime/bin/python ] || python3 -m venv .venv-runtime
+.venv-runtime/bin/pip install -q --force-reinstall --no-deps . && .venv-runtime/bin/pip install -q .
 started=$(date +%s)
 for bench in snapshot replay runtime taskmanager peers; do
     echo "=== bench.$bench"
-    "$PY" -m "bench.$bench"
+    if [ "$bench" = runtime ]; then
+        "$PY" -m bench.runtime --python .venv-runtime/bin/python
+    else
+        "$PY" -m "bench.$bench"
+    fi
     echo
 done
 echo "=== bench.fleet (50 runtimes, 60 s; python -m bench.fleet for five minutes)"

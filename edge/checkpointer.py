@@ -32,6 +32,7 @@ class Checkpointer:
         if self._conn is None:
             self._conn = sqlite3.connect(str(self._path), check_same_thread=False)
             self._conn.execute(f"PRAGMA busy_timeout={self._busy_timeout_ms}")
+            self._conn.execute("PRAGMA cache_size=-64")  # copying pages back needs no cache
         _busy, frames, copied = self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
         return int(frames), int(copied)
 

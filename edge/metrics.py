@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import defaultdict, deque
+from array import array
+from collections import defaultdict
 from collections.abc import Callable
 
 log = logging.getLogger(__name__)
@@ -17,13 +18,18 @@ Labels = tuple[tuple[str, str], ...]
 
 
 class _Summary:
+    """A ring of the latest WINDOW values as raw doubles (8 bytes each, not float objects)."""
+
     def __init__(self) -> None:
-        self.recent: deque[float] = deque(maxlen=WINDOW)
+        self.recent = array("d")
         self.total = 0.0
         self.count = 0
 
     def observe(self, value: float) -> None:
-        self.recent.append(value)
+        if len(self.recent) < WINDOW:
+            self.recent.append(value)
+        else:
+            self.recent[self.count % WINDOW] = value
         self.total += value
         self.count += 1
 

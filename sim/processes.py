@@ -82,8 +82,15 @@ def write_config(path: Path, values: dict[str, Any]) -> Path:
 class RuntimeProcess:
     """`python -m edge run --config …` with its log in a file and READY awaited."""
 
-    def __init__(self, config: Path, workdir: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        config: Path,
+        workdir: Path,
+        env: dict[str, str] | None = None,
+        python: str = sys.executable,
+    ) -> None:
         self.config = config
+        self.python = python  # another venv's interpreter: e.g. one with the runtime's deps only
         self.workdir = workdir
         self.log_path = workdir / "runtime.log"
         self.extra_env = env or {}
@@ -102,7 +109,7 @@ class RuntimeProcess:
         env.update(self.extra_env, NOTIFY_SOCKET=str(self.notify.path))
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "edge", "run", "--config", str(self.config)],
+                [self.python, "-m", "edge", "run", "--config", str(self.config)],
                 stdout=log,
                 stderr=log,
                 env=env,
