@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sqlite3
+import threading
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -25,10 +26,17 @@ class Checkpointer:
         self._path = path
         self._busy_timeout_ms = busy_timeout_ms
         self._conn: sqlite3.Connection | None = None
+        # held while a checkpoint runs: by close() (a cancelled run may leave one running in
+        # its thread) and by a forget's TRUNCATE on the loop's connection
+        self.lock = threading.Lock()
         self.runs = 0
 
     def _checkpoint(self) -> tuple[int, int]:
         """(WAL frames, frames copied) — runs in a worker thread, one call at a time."""
+        with self.lock:
+            return self._checkpoint_locked()
+
+    def _checkpoint_locked(self) -> tuple[int, int]:
         if self._conn is None:
             self._conn = sqlite3.connect(str(self._path), check_same_thread=False)
             self._conn.execute(f"PRAGMA busy_timeout={self._busy_timeout_ms}")
@@ -46,6 +54,11 @@ class Checkpointer:
                 except sqlite3.Error as exc:
                     log.warning("WAL checkpoint failed (retried in %gs): %s", every_s, exc)
         finally:
+            self.close()
+
+    def close(self) -> None:
+        """Close the connection; waits for a checkpoint still running in its thread."""
+        with self.lock:
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None

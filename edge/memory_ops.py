@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import threading
+from contextlib import nullcontext
 from typing import Any
 
 import sqlite_utils
@@ -19,12 +21,21 @@ log = logging.getLogger(__name__)
 
 class MemoryOps:
     def __init__(
-        self, *, db: sqlite_utils.Database, memory: Memory, sync_outbox: SyncOutbox, clock: Clock
+        self,
+        *,
+        db: sqlite_utils.Database,
+        memory: Memory,
+        sync_outbox: SyncOutbox,
+        clock: Clock,
+        checkpoint_lock: threading.Lock | None = None,
     ) -> None:
         self._db = db
         self._memory = memory
         self._sync = sync_outbox
         self._clock = clock
+        # the service's background checkpointer holds it while it runs: a TRUNCATE that met
+        # it mid-checkpoint would return busy and leave the WAL (and forgotten text) in place
+        self._checkpoint_lock = checkpoint_lock
 
     def forget(self, scope: str, target: str | None, reason: str = "user") -> dict[str, int]:
         """Call inside the caller's transaction; `checkpoint()` after it commits."""
@@ -62,14 +73,17 @@ class MemoryOps:
         log.info("revoke %s: %s", key, counts)
         return {"revoked": items, **counts}
 
-    def checkpoint(self) -> None:
+    def checkpoint(self) -> bool:
+        """Copy the WAL back and truncate it; True when it did."""
         try:
-            busy, _log, _done = self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            with self._checkpoint_lock or nullcontext():
+                busy, _log, _done = self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
         except sqlite3.Error as exc:
             log.warning("WAL checkpoint after a forget failed: %s", exc)
-            return
+            return False
         if busy:
             log.warning("WAL checkpoint after a forget was blocked by a reader; retried later")
+        return not busy
 
     def sweep(self, limit: int = 500) -> dict[str, int]:
         """One bounded batch of retention (its own transaction); all zero when nothing is left."""

@@ -86,6 +86,7 @@ class Runtime:
         memory_ops: MemoryOps,
         dedupe: InboxDedupe,
         notifier: Notifier,
+        checkpointer: Checkpointer,
         password: str | None,
         config_path: Path | None = None,
     ) -> None:
@@ -95,9 +96,7 @@ class Runtime:
         self._commits = commits
         # the loop's connection never checkpoints by itself: a worker thread does
         db.execute("PRAGMA wal_autocheckpoint=0")
-        self._checkpointer = Checkpointer(
-            settings.state_db_path, busy_timeout_ms=settings.storage.busy_timeout_ms
-        )
+        self._checkpointer = checkpointer
         self._clock = clock
         self._topics = topics
         self._memory = memory

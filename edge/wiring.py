@@ -11,6 +11,7 @@ from a2a_common.sqlite import open_state_db
 from cache.memory import Memory
 from cloud_client.client import CloudClient
 from edge import __version__
+from edge.checkpointer import Checkpointer
 from edge.commits import Commits
 from edge.config import Secrets, Settings
 from edge.memory_ops import MemoryOps
@@ -87,6 +88,9 @@ def build_runtime(
     clock = clock or SystemClock()
     db = open_db(settings)
     commits = Commits(db)
+    checkpointer = Checkpointer(
+        settings.state_db_path, busy_timeout_ms=settings.storage.busy_timeout_ms
+    )
     topics = Topics(settings.mqtt.topic_prefix, settings.device_id)
     memory = Memory(db=db, clock=clock, policy=memory_policy(settings))
     outbox = DurableOutbox(db=db, clock=clock)
@@ -141,7 +145,14 @@ def build_runtime(
         workflows=workflows,
         replayer=replayer,
         sync_outbox=sync_outbox,
-        memory_ops=MemoryOps(db=db, memory=memory, sync_outbox=sync_outbox, clock=clock),
+        memory_ops=MemoryOps(
+            db=db,
+            memory=memory,
+            sync_outbox=sync_outbox,
+            clock=clock,
+            checkpoint_lock=checkpointer.lock,
+        ),
+        checkpointer=checkpointer,
         dedupe=dedupe,
         notifier=notifier or Notifier(),
         password=secrets.mqtt_password,

@@ -35,3 +35,47 @@ def test_the_writer_never_checkpoints_and_the_worker_copies_the_wal_back(
     assert frames > 0 and copied == frames  # every frame is back in the database file
     assert db.execute("SELECT count(*) FROM filler").fetchone()[0] == 300
     db.close()
+
+
+def test_a_forget_truncates_the_wal_even_while_the_checkpointer_runs(tmp_path: Path) -> None:
+    import threading
+
+    from a2a_common.clock import ManualClock
+    from cache.memory import Memory, MemoryPolicy
+    from edge.memory_ops import MemoryOps
+    from sync.outbox import SyncOutbox
+
+    path = tmp_path / "state.db"
+    db = open_state_db(path, MIGRATIONS)
+    db.execute("PRAGMA wal_autocheckpoint=0")
+    db.execute("CREATE TABLE filler (x TEXT)")
+    clock = ManualClock()
+    checkpointer = Checkpointer(path, busy_timeout_ms=1000)
+    ops = MemoryOps(
+        db=db,
+        memory=Memory(db=db, clock=clock, policy=MemoryPolicy()),
+        sync_outbox=SyncOutbox(db=db, clock=clock),
+        clock=clock,
+        checkpoint_lock=checkpointer.lock,
+    )
+    stop = threading.Event()
+
+    def checkpoint_all_the_time() -> None:
+        while not stop.is_set():
+            checkpointer._checkpoint()
+
+    worker = threading.Thread(target=checkpoint_all_the_time)
+    worker.start()
+    try:
+        results = []
+        for n in range(100):
+            with db.atomic():
+                db.execute("INSERT INTO filler VALUES (?)", ["x" * 2000 + str(n)])
+            results.append(ops.checkpoint())
+    finally:
+        stop.set()
+        worker.join(10)
+        checkpointer.close()
+    assert all(results)  # without the shared lock most of these came back busy
+    assert Path(f"{path}-wal").stat().st_size == 0
+    db.close()
