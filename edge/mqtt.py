@@ -56,7 +56,9 @@ class LastWill:
 
 @dataclass(frozen=True)
 class ChannelHandlers:
-    """What the loop wants told; each runs on the loop thread."""
+    """What the loop wants told. `message` runs on paho's network thread and must only hand
+    the message over (a thread-safe queue, `call_soon_threadsafe`); the others run on the loop
+    thread."""
 
     message: Callable[[Inbound], None]
     connected: Callable[[bool], None]
@@ -144,7 +146,7 @@ class MqttChannel:
             generation=self._generation,
             retained=bool(msg.retain),
         )
-        self._hand_off(self._handlers.message, item)
+        self._handlers.message(item)  # a hand-off itself (see ChannelHandlers)
 
     def _on_publish(self, _c: paho.Client, _u: Any, mid: int, _rc: Any, _p: Any) -> None:
         self._hand_off(self._handlers.published, mid)

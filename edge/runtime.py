@@ -10,12 +10,14 @@ in their own task, one at a time, so callbacks and commands keep flowing.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
 import os
 import signal
 import sqlite3
 import time
+from collections import deque
 from datetime import timedelta
 from functools import partial
 from pathlib import Path
@@ -116,7 +118,8 @@ class Runtime:
         self._accepting = True
         self._broker_up = False
         self._reap_scheduled = False
-        self._inbound: list[Inbound] = []
+        self._inbound: deque[Inbound] = deque()  # paho's thread appends, the loop pops
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._drain_scheduled = False
         self._loop_lag = 0.0
         self._gc_started = 0.0
@@ -170,6 +173,7 @@ class Runtime:
 
     async def run(self) -> int:
         loop = asyncio.get_running_loop()
+        self._loop = loop
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stop.set)
         loop.add_signal_handler(signal.SIGHUP, self._reload)
@@ -401,27 +405,32 @@ class Runtime:
         self._broker_up = False
 
     def _on_message(self, msg: Inbound) -> None:
-        """paho's hand-off: queue it; the drain scheduled behind the hand-offs already on the
-        loop's ready queue takes them all together."""
+        """paho's network thread hands a message over: queue it (a deque is thread-safe) and
+        make sure a drain is scheduled on the loop. A drain already working picks it up too,
+        before it commits."""
         self._inbound.append(msg)
-        if not self._drain_scheduled:
+        if not self._drain_scheduled and self._loop is not None:
             self._drain_scheduled = True
-            asyncio.get_running_loop().call_soon(self._drain)
+            with contextlib.suppress(RuntimeError):  # the loop closed while shutting down
+                self._loop.call_soon_threadsafe(self._drain)
 
     def _drain(self) -> None:
-        """Group commit: up to MAX_BATCH queued messages in one transaction, each in its own
-        savepoint; acknowledgements, sends and turn starts only after the commit."""
+        """Group commit: the queued messages (and those that arrive meanwhile, up to
+        MAX_BATCH) in one transaction, each in its own savepoint; acknowledgements, sends and
+        turn starts only after the commit."""
         self._drain_scheduled = False
-        batch, self._inbound = self._inbound[:MAX_BATCH], self._inbound[MAX_BATCH:]
-        if self._inbound:
-            self._drain_scheduled = True
-            asyncio.get_running_loop().call_soon(self._drain)
         channel = self._channel
         if not self._accepting or channel is None:
-            return  # not acked: the broker keeps them for our next session
+            self._inbound.clear()  # not acked: the broker keeps them for our next session
+            return
+        if not self._inbound:
+            return
+        batch: list[Inbound] = []
         try:
             with self._commits.atomic():
-                for msg in batch:
+                while self._inbound and len(batch) < MAX_BATCH:
+                    msg = self._inbound.popleft()
+                    batch.append(msg)
                     if self._take(msg):
                         self._commits.after_commit(partial(channel.ack, msg))
                 self._outbox.reap()  # PUBACKed rows go in the same commit
@@ -430,10 +439,13 @@ class Runtime:
             self._workflows.tm.reload()
             for msg in batch:
                 self._refuse(msg.topic, Refusal("storage_unavailable", str(exc)))
-            return
-        self.metrics.observe(
-            "a2a_inbound_batch_messages", "inbound messages per group commit", len(batch)
-        )
+        else:
+            self.metrics.observe(
+                "a2a_inbound_batch_messages", "inbound messages per group commit", len(batch)
+            )
+        if self._inbound and not self._drain_scheduled:  # more than MAX_BATCH were waiting
+            self._drain_scheduled = True
+            asyncio.get_running_loop().call_soon(self._drain)
 
     def _take(self, msg: Inbound) -> bool:
         """Validate and apply one message in a savepoint; True when it may be acknowledged."""
