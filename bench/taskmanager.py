@@ -118,7 +118,7 @@ def callbacks_taken(metrics: dict[str, float]) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--one-by-one", type=int, default=200)
+    parser.add_argument("--one-by-one", type=int, default=1000)
     parser.add_argument("--active", type=int, default=4)
     parser.add_argument("--seconds", type=float, default=20)
     parser.add_argument("--workflows", type=int, default=2000)
