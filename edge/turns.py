@@ -161,16 +161,13 @@ class TurnHandler:
                 fallback = f"local-{new_ulid(self._clock).lower()}"
                 result = tm.submit_task(task, fallback_id=fallback, turn=ref)
             self._sync.enqueue(self._memory.close_unanswered(turn.pair_id, "offline"))
-            self._outbox.enqueue(
-                self._topics.turn_response,
-                {
-                    "turn_id": turn.turn_id,
-                    "status": "offline",
-                    "assistant_text": intent.reply if intent else OFFLINE_TEXT,
-                    "route_family": LOCAL_ROUTE if intent else "",
-                    "workflow_ids": result.accepted,
-                    "error": reason,
-                },
+            self._respond(
+                turn.turn_id,
+                "offline",
+                intent.reply if intent else OFFLINE_TEXT,
+                route_family=LOCAL_ROUTE if intent else "",
+                workflow_ids=result.accepted,
+                error=reason,
             )
             return result
 
@@ -187,7 +184,7 @@ class TurnHandler:
     def _close_answered(self, turn: Received, response: TurnResponse) -> str:
         ref = TurnRef(turn.turn_id, turn.pair_id, turn.session_id)
         requested = len(response.device_workflow_requests) + len(response.device_task_requests)
-        answer: dict[str, Any] = {}
+        answer: dict[str, Any] = {}  # what was sent, for the log line
 
         def apply() -> Result:
             tm = self._workflows.tm
@@ -201,19 +198,21 @@ class TurnHandler:
                 update_input_of(response), self._memory.sync_position(), frozenset(result.accepted)
             )
             self._sync.enqueue(self._memory.apply_turn(turn.pair_id, turn.session_id, changes))
-            answer.update(
-                turn_id=turn.turn_id,
-                status="ok",
-                assistant_text=response.assistant_text,
-                route_family=response.route_family,
-                workflow_ids=result.accepted,
-            )
+            error = None
             if requested and not result.accepted:
-                answer["status"] = "rejected"
-                answer["error"] = "; ".join(reason for _, reason in result.rejected) or (
+                error = "; ".join(reason for _, reason in result.rejected) or (
                     "every workflow request was a duplicate"
                 )
-            self._outbox.enqueue(self._topics.turn_response, answer)
+            answer.update(
+                self._respond(
+                    turn.turn_id,
+                    "rejected" if error else "ok",
+                    response.assistant_text,
+                    route_family=response.route_family,
+                    workflow_ids=result.accepted,
+                    error=error,
+                )
+            )
             return result
 
         self._workflows.apply(apply)
@@ -230,18 +229,36 @@ class TurnHandler:
         """Answer `offline`/`error`; the utterance stays recorded as a pair without reply."""
         with self._commits.atomic():
             self._sync.enqueue(self._memory.close_unanswered(pair_id, status))
-            self._outbox.enqueue(
-                self._topics.turn_response,
-                {
-                    "turn_id": turn_id,
-                    "status": status,
-                    "assistant_text": OFFLINE_TEXT if status == "offline" else ERROR_TEXT,
-                    "route_family": "",
-                    "workflow_ids": [],
-                    "error": reason,
-                },
+            self._respond(
+                turn_id,
+                status,
+                OFFLINE_TEXT if status == "offline" else ERROR_TEXT,
+                error=reason,
             )
             self._commits.after_commit(self._outbox.flush)
+
+    def _respond(
+        self,
+        turn_id: str,
+        status: str,
+        assistant_text: str,
+        *,
+        route_family: str = "",
+        workflow_ids: list[str] | None = None,
+        error: str | None = None,
+    ) -> dict[str, Any]:
+        """Queue `P/turn/response` in the caller's transaction; returns the message."""
+        body: dict[str, Any] = {
+            "turn_id": turn_id,
+            "status": status,
+            "assistant_text": assistant_text,
+            "route_family": route_family,
+            "workflow_ids": workflow_ids or [],
+        }
+        if error is not None:
+            body["error"] = error
+        self._outbox.enqueue(self._topics.turn_response, body)
+        return body
 
     def recover(self) -> int:
         """Answer turns a previous run took in but never answered; returns how many."""
