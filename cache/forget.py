@@ -132,13 +132,7 @@ class Forgetter:
     def _strip_sources(self, gone: list[str], column: str) -> set[str]:
         """Remove forgotten ids from a provenance list; returns the items that changed."""
         changed: set[str] = set()
-        rows = self._db.execute(
-            f"SELECT item_id, {column} FROM profile_items WHERE EXISTS (SELECT 1 FROM"
-            f" json_each(profile_items.{column}) WHERE value IN ({_marks(gone)}))",
-            gone,
-        ).fetchall()
-        for item_id, raw in rows:
-            kept = [v for v in json.loads(raw) if v not in set(gone)]
+        for item_id, kept in self._citing("profile_items", "item_id", column, gone):
             self._db.execute(
                 f"UPDATE profile_items SET {column} = ? WHERE item_id = ?",
                 [jsonx.dumps(kept), item_id],
@@ -194,13 +188,7 @@ class Forgetter:
         self, table: str, id_column: str, column: str, gone: list[str]
     ) -> list[str]:
         deleted = []
-        rows = self._db.execute(
-            f"SELECT {id_column}, {column} FROM {table} WHERE EXISTS (SELECT 1 FROM"
-            f" json_each({table}.{column}) WHERE value IN ({_marks(gone)}))",
-            gone,
-        ).fetchall()
-        for row_id, raw in rows:
-            kept = [v for v in json.loads(raw) if v not in set(gone)]
+        for row_id, kept in self._citing(table, id_column, column, gone):
             if kept:
                 self._db.execute(
                     f"UPDATE {table} SET {column} = ? WHERE {id_column} = ?",
@@ -210,6 +198,18 @@ class Forgetter:
                 self._db.execute(f"DELETE FROM {table} WHERE {id_column} = ?", [row_id])
                 deleted.append(row_id)
         return deleted
+
+    def _citing(
+        self, table: str, id_column: str, column: str, gone: list[str]
+    ) -> list[tuple[str, list[str]]]:
+        """Rows whose JSON id list `column` names any of `gone`: (row id, the ids it keeps)."""
+        rows = self._db.execute(
+            f"SELECT {id_column}, {column} FROM {table} WHERE EXISTS (SELECT 1 FROM"
+            f" json_each({table}.{column}) WHERE value IN ({_marks(gone)}))",
+            gone,
+        ).fetchall()
+        drop = set(gone)
+        return [(row_id, [v for v in json.loads(raw) if v not in drop]) for row_id, raw in rows]
 
     def wipe_rest(self) -> int:
         """`all`: every tier left (summaries without sources too); sync position and audit stay."""
