@@ -449,7 +449,6 @@ class Runtime:
 
     def _take(self, msg: Inbound) -> bool:
         """Validate and apply one message in a savepoint; True when it may be acknowledged."""
-        assert self._channel is not None
         kind = self._topics.kind_of(msg.topic)
         parsed: BaseModel | Refusal
         if kind is None:
@@ -488,12 +487,17 @@ class Runtime:
                 self._topics.runtime_error, jsonx.dumps(body).encode("utf-8"), qos=0
             )
 
-    # --- handlers ---------------------------------------------------------------------------
+    # --- housekeeping -----------------------------------------------------------------------
     async def _retention(self) -> None:
-        """At start and every `memory.retention_every_s`: bounded batches, the loop between."""
+        """At start and every `memory.retention_every_s`: bounded batches of the memory sweep
+        and the prune, both each time, the loop between, until neither finds anything."""
         while True:
             try:
-                while any(self._memory_ops.sweep().values()) | self._prune():
+                while True:
+                    swept = any(self._memory_ops.sweep().values())
+                    pruned = self._prune()
+                    if not (swept or pruned):
+                        break
                     await asyncio.sleep(0)
             except Exception:
                 log.exception("retention sweep failed")
