@@ -144,11 +144,6 @@ class ProfileStore:
         confidence = max(
             (c for c in (item["confidence"], cand.confidence) if c is not None), default=None
         )
-        self._db.execute(
-            "UPDATE profile_items SET confidence = ?, category = coalesce(category, ?)"
-            " WHERE item_id = ?",
-            [confidence, cand.category, item["item_id"]],
-        )
         candidates = json.loads(item["source_candidate_ids"])
         pairs = json.loads(item["source_pair_ids"])
         sessions = json.loads(item["source_session_ids"])
@@ -157,7 +152,9 @@ class ProfileStore:
             pairs.append(pair_id)
             if session_id not in sessions:
                 bisect.insort(sessions, session_id)
-        return self._settle(item, (candidates, pairs, sessions), status, now)
+        return self._settle(
+            item, (candidates, pairs, sessions), status, now, confidence, cand.category
+        )
 
     def recount(self, item_id: str) -> list[SyncWrite]:
         """After some of an item's evidence was forgotten: its sources and status again."""
@@ -177,7 +174,7 @@ class ProfileStore:
             [e.pair_id for e in evidence],
             sorted({e.session_id for e in evidence}),
         )
-        return self._settle(item, sources, status, self._clock.now())
+        return self._settle(item, sources, status, self._clock.now(), item["confidence"])
 
     def _settle(
         self,
@@ -185,16 +182,21 @@ class ProfileStore:
         sources: tuple[list[str], list[str], list[str]],
         status: ItemStatus,
         now: datetime,
+        confidence: float | None,
+        category: str | None = None,
     ) -> list[SyncWrite]:
-        """Write the item's status and provenance (candidate, pair and session ids)."""
+        """Write the item's status, confidence, category (when it had none) and provenance
+        (candidate, pair and session ids) in one UPDATE: the row holds the id lists."""
         candidates, pairs, sessions = sources
         expire = self._privacy.expire_at(item["category"], now)
         self._db.execute(
-            "UPDATE profile_items SET status = ?, source_candidate_ids = ?, source_pair_ids = ?,"
-            " source_session_ids = ?, expire_at = coalesce(?, expire_at), updated_at = ?"
-            " WHERE item_id = ?",
+            "UPDATE profile_items SET status = ?, confidence = ?, category = coalesce(category, ?),"
+            " source_candidate_ids = ?, source_pair_ids = ?, source_session_ids = ?,"
+            " expire_at = coalesce(?, expire_at), updated_at = ? WHERE item_id = ?",
             [
                 status,
+                confidence,
+                category,
                 jsonx.dumps(candidates),
                 jsonx.dumps(pairs),
                 jsonx.dumps(sessions),
