@@ -82,7 +82,10 @@ class MemoryOps:
             log.warning("WAL checkpoint after a forget failed: %s", exc)
             return False
         if busy:
-            log.warning("WAL checkpoint after a forget was blocked by a reader; retried later")
+            log.warning(
+                "WAL checkpoint after a forget was blocked by a reader; old WAL pages stay until"
+                " they are overwritten or a later forget truncates the WAL"
+            )
         return not busy
 
     def sweep(self, limit: int = 500) -> dict[str, int]:

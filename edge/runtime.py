@@ -96,8 +96,6 @@ class Runtime:
         self._settings = settings
         self._db = db
         self._commits = commits
-        # the loop's connection never checkpoints by itself: a worker thread does
-        db.execute("PRAGMA wal_autocheckpoint=0")
         self._checkpointer = checkpointer
         self._clock = clock
         self._topics = topics

@@ -88,6 +88,8 @@ def build_runtime(
     clock = clock or SystemClock()
     db = open_db(settings)
     commits = Commits(db)
+    # the service's connection never checkpoints inside a COMMIT: its checkpointer does
+    db.execute("PRAGMA wal_autocheckpoint=0")
     checkpointer = Checkpointer(
         settings.state_db_path, busy_timeout_ms=settings.storage.busy_timeout_ms
     )
