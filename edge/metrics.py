@@ -33,9 +33,12 @@ class _Summary:
         self.total += value
         self.count += 1
 
-    def quantile(self, q: float) -> float:
+    def quantiles(self, qs: tuple[float, ...]) -> list[float]:
+        """Nearest-rank quantiles of the window, sorted once."""
         ordered = sorted(self.recent)
-        return ordered[min(len(ordered) - 1, int(len(ordered) * q))] if ordered else 0.0
+        if not ordered:
+            return [0.0 for _ in qs]
+        return [ordered[min(len(ordered) - 1, int(len(ordered) * q))] for q in qs]
 
 
 class Metrics:
@@ -67,8 +70,8 @@ class Metrics:
                 typed.add(name)
                 lines += [f"# HELP {name} {self._help[name]}", f"# TYPE {name} summary"]
             lines += [
-                f"{name}{_labels((*labels, ('quantile', f'{q:g}')))} {summary.quantile(q):g}"
-                for q in QUANTILES
+                f"{name}{_labels((*labels, ('quantile', f'{q:g}')))} {value:g}"
+                for q, value in zip(QUANTILES, summary.quantiles(QUANTILES), strict=True)
             ]
             lines.append(f"{name}_sum{_labels(labels)} {summary.total:g}")
             lines.append(f"{name}_count{_labels(labels)} {summary.count}")
