@@ -25,6 +25,11 @@ class StorageError(EdgeError):
     """The state DB cannot be opened or used."""
 
 
+class StorageUnavailable(StorageError):
+    """A write or commit the DB refused (disk or size cap full, read-only file, I/O error):
+    nothing of the unit of work is on disk."""
+
+
 class SchemaTooNew(StorageError):
     def __init__(self, path: Path, found: int, known: int) -> None:
         super().__init__(

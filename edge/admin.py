@@ -1,5 +1,6 @@
 """CLI commands that change state: ask the running service over `P/admin/request` (it stays the
-one writer); only when no service is online do they open the DB for writing themselves."""
+one writer); only when no service is online do they open the DB for writing themselves, through
+the same app the service runs."""
 
 from __future__ import annotations
 
@@ -15,18 +16,12 @@ from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
 
 from a2a_common.clock import SystemClock
 from a2a_common.ids import new_ulid
-from cache.memory import Memory
+from cloud_client.errors import CloudUnavailable
+from edge.app import DeviceApp
 from edge.config import Secrets, Settings
+from edge.errors import ServiceSilent
 from edge.mqtt import no_delay
-from edge.outbound import DurableOutbox
-from edge.wiring import cloud_client, open_db, replayer_for
-from sync.outbox import SyncOutbox
-from taskmanager.catalog import load_catalog
-from taskmanager.service import TaskManager
-
-
-class ServiceSilent(Exception):
-    """The service said it is online but did not answer in time."""
+from edge.wiring import build_app, open_db
 
 
 def ask_service(
@@ -93,94 +88,46 @@ def ask_service(
         client.loop_stop()
 
 
-def cancel_offline(settings: Settings, workflow_id: str) -> dict[str, Any]:
-    """No service runs: cancel in the DB; the task cancels go out when the service next runs."""
-    clock = SystemClock()
-    db = open_db(settings)
-    try:
-        tm = TaskManager(
-            db=db,
-            clock=clock,
-            catalog=load_catalog(settings.taskmanager.catalog_file),
-            outbound=DurableOutbox(db=db, clock=clock),
-            topic_root=settings.topic_root,
-        )
-        tm.reload()
-        result = tm.cancel(workflow_id, "user")
-        if result.ignored:
-            return {"ok": False, "error": f"no active workflow {workflow_id}"}
-        return {"ok": True, "result": {"cancelled": [w.workflow_id for w in result.finished]}}
-    finally:
-        db.close()
-
-
-def replay_offline(
+def run_offline(
     settings: Settings,
     secrets: Secrets,
+    command: str,
+    args: dict[str, Any],
     *,
-    requeue_dead: bool,
-    progress: Callable[[int, int], None],
+    progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
-    """No service runs: replay from this process (three tries per batch, then give up)."""
-    from cloud_client.errors import CloudUnavailable
-    from edge.policies import memory_policy
-
-    clock = SystemClock()
+    """No service runs: this process takes the DB and runs the command through the same app
+    the service runs (`DeviceApp.admin`). What it owes — task cancels, terminal reports, sync
+    writes — stays in the outboxes for the service's next start. A replay sends from here
+    (three tries per batch, then it gives up)."""
     db = open_db(settings)
-    outbox = SyncOutbox(db=db, clock=clock)
-    cloud = cloud_client(settings, secrets)
-    memory = Memory(db=db, clock=clock, policy=memory_policy(settings))
-    replayer = replayer_for(
-        settings, db=db, clock=clock, memory=memory, outbox=outbox, cloud=cloud, max_backoff_s=2.0
-    )
+    app = build_app(settings, secrets, db=db, clock=SystemClock(), live=False, max_backoff_s=2.0)
 
     async def go() -> dict[str, Any]:
         try:
-            requeued = 0
-            if requeue_dead:
-                with db.atomic():
-                    requeued = outbox.requeue_dead()
-            try:
-                sent = await replayer.drain(attempts=3, progress=progress)
-                error = None
-            except CloudUnavailable as exc:
-                sent, error = 0, str(exc)
-            result = {
-                "sent": sent,
-                "pending": outbox.pending(),
-                "requeued": requeued,
-                "dead": outbox.dead_count(),
-            }
-            return {"ok": error is None, "result": result, **({"error": error} if error else {})}
+            app.tm.reload()  # the service does this in `recover`
+            answer = app.admin(command, args)
+            if command == "sync.replay" and answer.get("ok"):
+                answer = await _replay(app, answer["result"]["requeued"], progress)
+            return answer
         finally:
-            await cloud.aclose()
+            await app.close()
 
+    return asyncio.run(go())
+
+
+async def _replay(
+    app: DeviceApp, requeued: int, progress: Callable[[int, int], None] | None
+) -> dict[str, Any]:
     try:
-        return asyncio.run(go())
-    finally:
-        db.close()
-
-
-def memory_offline(settings: Settings, command: str, args: dict[str, Any]) -> dict[str, Any]:
-    """No service runs: forget or revoke in the DB directly (then checkpoint the WAL)."""
-    from edge.memory_ops import MemoryOps
-    from edge.policies import memory_policy
-
-    clock = SystemClock()
-    db = open_db(settings)
-    try:
-        ops = MemoryOps(
-            db=db,
-            memory=Memory(db=db, clock=clock, policy=memory_policy(settings)),
-            sync_outbox=SyncOutbox(db=db, clock=clock),
-            clock=clock,
-        )
-        with db.atomic():
-            if command == "memory.forget":
-                result: dict[str, Any] = {"removed": ops.forget(args["scope"], args.get("id"))}
-            else:
-                result = ops.revoke(args["key"])
-        ops.checkpoint()
-        return {"ok": True, "result": result}
-    finally:
-        db.close()
+        sent = await app.replayer.drain(attempts=3, progress=progress)
+        error = None
+    except CloudUnavailable as exc:
+        sent, error = 0, str(exc)
+    result = {
+        "sent": sent,
+        "pending": app.sync.pending(),
+        "requeued": requeued,
+        "dead": app.sync.dead_count(),
+    }
+    return {"ok": error is None, "result": result, **({"error": error} if error else {})}

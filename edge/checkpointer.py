@@ -36,13 +36,36 @@ class Checkpointer:
         with self.lock:
             return self._checkpoint_locked()
 
-    def _checkpoint_locked(self) -> tuple[int, int]:
+    def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
             self._conn = sqlite3.connect(str(self._path), check_same_thread=False)
             self._conn.execute(f"PRAGMA busy_timeout={self._busy_timeout_ms}")
             self._conn.execute("PRAGMA cache_size=-64")  # copying pages back needs no cache
-        _busy, frames, copied = self._conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        return self._conn
+
+    def _checkpoint_locked(self) -> tuple[int, int]:
+        conn = self._connection()
+        _busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
         return int(frames), int(copied)
+
+    def truncate(self) -> bool:
+        """Copy the whole WAL back and truncate it (after a forget: no page of the forgotten
+        text may linger in the WAL file); True when it did. Under the lock: a TRUNCATE that met
+        a PASSIVE checkpoint mid-run would return busy and leave the WAL in place."""
+        try:
+            with self.lock:
+                busy, _log, _done = (
+                    self._connection().execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+                )
+        except sqlite3.Error as exc:
+            log.warning("WAL checkpoint after a forget failed: %s", exc)
+            return False
+        if busy:
+            log.warning(
+                "WAL checkpoint after a forget was blocked by a reader; old WAL pages stay until"
+                " they are overwritten or a later forget truncates the WAL"
+            )
+        return not busy
 
     async def run(self, every_s: float = EVERY_S) -> None:
         try:

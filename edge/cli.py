@@ -19,9 +19,8 @@ from typing import Any
 
 from a2a_common.clock import Clock, OffsetClock, SteadyClock, SystemClock
 from a2a_common.sqlite import StorageError
-from edge.admin import ServiceSilent
 from edge.config import Settings, load_secrets, load_settings
-from edge.errors import ConfigError
+from edge.errors import ConfigError, ServiceSilent
 from edge.log import configure
 from edge.permissions import check_permissions
 from taskmanager.errors import CatalogError
@@ -101,9 +100,10 @@ def _memory_change(args: argparse.Namespace, command: str, payload: dict[str, An
     from edge import admin
 
     settings = _settings(args)
-    answer = admin.ask_service(settings, load_secrets(settings), command, payload)
+    secrets = load_secrets(settings)
+    answer = admin.ask_service(settings, secrets, command, payload)
     if answer is None:
-        answer = admin.memory_offline(settings, command, payload)
+        answer = admin.run_offline(settings, secrets, command, payload)
     if args.json or answer.get("ok"):
         _print(answer if args.json else answer["result"], args.json)
     if not answer.get("ok"):
@@ -199,11 +199,11 @@ def cmd_workflows_cancel(args: argparse.Namespace) -> int:
     from edge import admin
 
     settings = _settings(args)
-    answer = admin.ask_service(
-        settings, load_secrets(settings), "workflow.cancel", {"workflow_id": args.workflow_id}
-    )
+    secrets = load_secrets(settings)
+    command, payload = "workflow.cancel", {"workflow_id": args.workflow_id}
+    answer = admin.ask_service(settings, secrets, command, payload)
     if answer is None:
-        answer = admin.cancel_offline(settings, args.workflow_id)
+        answer = admin.run_offline(settings, secrets, command, payload)
     if args.json:
         _print(answer, True)
     elif answer.get("ok"):
@@ -249,13 +249,10 @@ def cmd_sync_replay(args: argparse.Namespace) -> int:
     secrets = load_secrets(settings)
     before = inspect.sync_status(settings)["pending"]
     bar = _Bar(before)
-    answer = admin.ask_service(
-        settings, secrets, "sync.replay", {"requeue_dead": args.requeue_dead}
-    )
+    command, payload = "sync.replay", {"requeue_dead": args.requeue_dead}
+    answer = admin.ask_service(settings, secrets, command, payload)
     if answer is None:
-        answer = admin.replay_offline(
-            settings, secrets, requeue_dead=args.requeue_dead, progress=bar
-        )
+        answer = admin.run_offline(settings, secrets, command, payload, progress=bar)
     elif answer.get("ok"):  # the service sends; follow its progress read-only
         total = answer["result"]["pending"]
         bar = _Bar(total)

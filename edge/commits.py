@@ -1,27 +1,37 @@
-"""The one writer's transactions, with effects that wait for the commit.
+"""The one writer's units of work, with effects that wait for the commit.
 
 `atomic()` opens a transaction, or a savepoint inside the one already open: the runtime takes a
 batch of inbound messages in one transaction (group commit: one fsync for the batch), each
 message in a savepoint of its own so a refused one rolls back alone. `after_commit(fn)` runs `fn`
 once the outermost transaction has committed (at once when none is open) and never when the
-part that registered it rolled back: MQTT messages are handed to the broker, inbound messages
-acknowledged and turns started only for what is on disk.
+part that registered it rolled back: inbound messages are acknowledged and turns started only
+for what is on disk. `on_commit`, given once where the graph is built, runs after every
+outermost commit (it hands the committed MQTT outbox rows to the broker).
+
+This is also the one place storage errors are translated: any `sqlite3.Error` leaving a unit of
+work becomes `StorageUnavailable` (raised from it), so callers never catch sqlite3 themselves.
 """
 
 from __future__ import annotations
 
 import logging
+import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import sqlite_utils
 
+from a2a_common.sqlite import StorageUnavailable
+
 log = logging.getLogger(__name__)
 
 
 class Commits:
-    def __init__(self, db: sqlite_utils.Database) -> None:
+    def __init__(
+        self, db: sqlite_utils.Database, *, on_commit: Callable[[], object] = lambda: None
+    ) -> None:
         self._db = db
+        self._on_commit = on_commit
         self._levels: list[list[Callable[[], object]]] = []
 
     @contextmanager
@@ -30,14 +40,17 @@ class Commits:
         try:
             with self._db.atomic():
                 yield
-        except BaseException:
+        except sqlite3.Error as exc:
             self._levels.pop()  # rolled back: what it registered never happens
+            raise StorageUnavailable(str(exc)) from exc
+        except BaseException:
+            self._levels.pop()
             raise
         effects = self._levels.pop()
         if self._levels:
             self._levels[-1].extend(effects)
             return
-        for fn in effects:
+        for fn in (*effects, self._on_commit):
             try:
                 fn()
             except Exception:  # the commit stands; one failed effect must not skip the rest

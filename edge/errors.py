@@ -12,3 +12,7 @@ class ConfigError(EdgeError):
         super().__init__(f"{key}: {message}")
         self.key = key
         self.message = message
+
+
+class ServiceSilent(EdgeError):
+    """The service said it is online but did not answer a CLI command in time."""

@@ -1,10 +1,12 @@
 """The paho-mqtt 2.x adapter: a persistent-session client whose callbacks only hand off.
 
-paho's network thread runs the callbacks; each one does nothing but schedule a plain function
-on the asyncio loop (`call_soon_threadsafe`). `suppress_exceptions=True` keeps a bug in that
-hand-off from silently killing the network thread. Inbound QoS 1 messages are acknowledged by
-the loop (`manual_ack`) only after their transaction committed, so an unapplied message is
-redelivered by the broker instead of lost.
+paho's network thread runs the callbacks; each one does nothing but hand over to the asyncio
+loop. Inbound messages go to a deque the channel owns, with one wake-up scheduled per burst;
+the loop takes them as batches (`async for batch in channel.batches(max=100)`), in the manner of
+aiomqtt's message queue. Connection events are scheduled on the loop (`call_soon_threadsafe`).
+`suppress_exceptions=True` keeps a bug in a hand-off from silently killing the network thread.
+Inbound QoS 1 messages are acknowledged by the loop (`manual_ack`) only after their transaction
+committed, so an unapplied message is redelivered by the broker instead of lost.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ import socket
 import ssl
 import sys
 import time
-from collections.abc import Callable
+from collections import deque
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,14 +59,27 @@ class LastWill:
 
 @dataclass(frozen=True)
 class ChannelHandlers:
-    """What the loop wants told. `message` runs on paho's network thread and must only hand
-    the message over (a thread-safe queue, `call_soon_threadsafe`); the others run on the loop
-    thread."""
+    """What the loop wants told of the connection; each runs on the loop thread."""
 
-    message: Callable[[Inbound], None]
     connected: Callable[[bool], None]
     disconnected: Callable[[str], None]
     published: Callable[[int], None]
+
+
+class Batch:
+    """Inbound messages taken in one go: iterating pops from the channel's queue, so messages
+    arriving while the batch is worked on join it, up to `limit`."""
+
+    def __init__(self, queue: deque[Inbound], limit: int) -> None:
+        self._queue = queue
+        self._limit = limit
+        self.taken: list[Inbound] = []
+
+    def __iter__(self) -> Iterator[Inbound]:
+        while self._queue and len(self.taken) < self._limit:
+            msg = self._queue.popleft()
+            self.taken.append(msg)
+            yield msg
 
 
 class MqttChannel:
@@ -72,16 +88,19 @@ class MqttChannel:
         *,
         settings: MqttSettings,
         client_id: str,
-        subscriptions: list[str],
-        will: LastWill,
-        loop: asyncio.AbstractEventLoop,
-        handlers: ChannelHandlers,
         password: str | None = None,
     ) -> None:
         self._settings = settings
-        self._subscriptions = subscriptions
-        self._loop = loop
-        self._handlers = handlers
+        self._subscriptions: list[str] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._handlers = ChannelHandlers(  # until `start` gives the loop's
+            connected=lambda _kept: None,
+            disconnected=lambda _why: None,
+            published=lambda _mid: None,
+        )
+        self._inbound: deque[Inbound] = deque()  # paho's thread appends, the loop pops
+        self._arrived: asyncio.Event | None = None
+        self._wake_scheduled = False
         self._generation = 0
         self._v5 = settings.protocol == "5"
         client = paho.Client(
@@ -97,7 +116,6 @@ class MqttChannel:
             max_delay=max(1, int(settings.reconnect_max_s)),
         )
         client.max_inflight_messages_set(100)
-        client.will_set(will.topic, will.payload, qos=1, retain=True)
         if settings.username:
             client.username_pw_set(settings.username, password)
         if settings.tls_ca_file:
@@ -117,6 +135,8 @@ class MqttChannel:
 
     # --- paho thread: hand-off only -------------------------------------------------------
     def _hand_off(self, fn: Callable[..., None], *args: Any) -> None:
+        if self._loop is None:
+            return
         with contextlib.suppress(RuntimeError):  # the loop closed while shutting down
             self._loop.call_soon_threadsafe(fn, *args)
 
@@ -146,14 +166,22 @@ class MqttChannel:
             generation=self._generation,
             retained=bool(msg.retain),
         )
-        self._handlers.message(item)  # a hand-off itself (see ChannelHandlers)
+        self._inbound.append(item)  # a deque is thread-safe
+        if not self._wake_scheduled and self._arrived is not None:
+            self._wake_scheduled = True  # one wake-up per burst; a batch at work takes the rest
+            self._hand_off(self._arrived.set)
 
     def _on_publish(self, _c: paho.Client, _u: Any, mid: int, _rc: Any, _p: Any) -> None:
         self._hand_off(self._handlers.published, mid)
 
     # --- loop thread ----------------------------------------------------------------------
-    def start(self) -> None:
+    def start(self, *, subscriptions: list[str], will: LastWill, handlers: ChannelHandlers) -> None:
         """Connect in the background; paho retries with backoff until the broker answers."""
+        self._loop = asyncio.get_running_loop()
+        self._arrived = asyncio.Event()
+        self._subscriptions = subscriptions
+        self._handlers = handlers
+        self._client.will_set(will.topic, will.payload, qos=1, retain=True)
         props: Properties | None = None
         if self._v5:
             props = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
@@ -174,13 +202,25 @@ class MqttChannel:
             log.warning("publish on %s not queued: %s", topic, paho.error_string(info.rc))
         return int(info.mid)
 
+    async def batches(self, limit: int) -> AsyncIterator[Batch]:
+        """Inbound messages as they arrive, a batch at a time (at most `limit` each); the loop
+        gets a turn between batches of a long burst."""
+        assert self._arrived is not None, "start() first"
+        while True:
+            await self._arrived.wait()
+            self._arrived.clear()
+            self._wake_scheduled = False
+            while self._inbound:
+                yield Batch(self._inbound, limit)
+                await asyncio.sleep(0)
+
     async def publish_and_wait(
         self, topic: str, payload: bytes, *, retain: bool = False, timeout_s: float = 1.0
     ) -> bool:
         """Publish QoS 1 and wait (off the loop) up to `timeout_s` for its PUBACK."""
         info = self._client.publish(topic, payload, qos=1, retain=retain)
         try:
-            await self._loop.run_in_executor(None, info.wait_for_publish, timeout_s)
+            await asyncio.to_thread(info.wait_for_publish, timeout_s)
         except (RuntimeError, ValueError):
             return False
         return info.is_published()
@@ -189,13 +229,6 @@ class MqttChannel:
         """PUBACK an inbound message, unless it came on an earlier connection."""
         if message.qos > 0 and message.generation == self._generation:
             self._client.ack(message.mid, message.qos)
-
-    @property
-    def generation(self) -> int:
-        return self._generation
-
-    def is_connected(self) -> bool:
-        return self._client.is_connected()
 
     def stop(self) -> None:
         self._client.disconnect()

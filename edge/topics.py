@@ -1,8 +1,9 @@
 """Topic names under `P = <prefix>/<device_id>` and the inbound payload models of SPEC §2.
 
-`parse_inbound` is the single gate every inbound message passes: it returns a validated model
-or a `Refusal` with a machine word (`error`) and a human reason (`detail`). The detail names
-fields and rules, never the payload's text (it may be the user's words).
+`parse` is the single gate every inbound message passes: it returns a validated model or a
+`Refusal` with a machine word (`error`) and a human reason (`detail`). The detail names fields
+and rules, never the payload's text (it may be the user's words). Which model a topic takes is
+the route table's business (`edge/routes.py`).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -86,17 +87,6 @@ class AdminRequestMsg(_Inbound):
     args: dict[str, Any] = {}
 
 
-KIND_MODELS: dict[str, type[BaseModel]] = {
-    "turn/request": TurnRequestMsg,
-    "device/context": DeviceContextMsg,
-    "task/callback": TaskCallbackMsg,
-    "pui/event": PuiEventMsg,
-    "workflow/request": WorkflowRequestMsg,
-    "admin/request": AdminRequestMsg,
-    "memory/forget": ForgetMsg,
-}
-
-
 @dataclass(frozen=True)
 class Refusal:
     error: str
@@ -120,15 +110,21 @@ class Topics:
     def _t(self, suffix: str) -> str:
         return f"{self.root}/{suffix}"
 
-    def inbound(self) -> list[str]:
-        return [self._t(kind) for kind in KIND_MODELS]
+    def under(self, kind: str) -> str:
+        """`P/<kind>`, e.g. `P/turn/request`."""
+        return self._t(kind)
 
     def kind_of(self, topic: str) -> str | None:
-        """The suffix after `P/` when the topic is one we take in, else None."""
+        """The suffix after `P/` when the topic is under this device's root, else None."""
         if not topic.startswith(self.root + "/"):
             return None
-        kind = topic[len(self.root) + 1 :]
-        return kind if kind in KIND_MODELS else None
+        return topic[len(self.root) + 1 :]
+
+    def task_command(self, capability_id: str) -> str:
+        return self._t(f"task/command/{capability_id}")
+
+    def task_cancel(self, capability_id: str) -> str:
+        return self._t(f"task/cancel/{capability_id}")
 
 
 def _reject_constant(name: str) -> Any:
@@ -165,14 +161,17 @@ def _finite(value: Any, depth: int = 0) -> bool:
     return True
 
 
-def parse_inbound(kind: str, payload: bytes, max_bytes: int) -> BaseModel | Refusal:
+Model = TypeVar("Model", bound=BaseModel)
+
+
+def parse(model: type[Model], payload: bytes, max_bytes: int) -> Model | Refusal:
     decoded = decode_object(payload, max_bytes)
     if isinstance(decoded, Refusal):
         return decoded
     if not _finite(decoded):
         return Refusal("invalid_field", "numbers must be finite and nesting at most 32 deep")
     try:
-        return KIND_MODELS[kind].model_validate(decoded)
+        return model.model_validate(decoded)
     except ValidationError as exc:
         err = exc.errors()[0]
         where = ".".join(str(p) for p in err["loc"]) or "(payload)"

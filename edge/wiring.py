@@ -1,4 +1,5 @@
-"""The only place that builds the object graph from settings."""
+"""The only place that builds the object graph from settings: `build_app` for the service and
+for the CLI when no service runs (one admin path, not two), `build_runtime` around it."""
 
 from __future__ import annotations
 
@@ -11,19 +12,24 @@ from a2a_common.sqlite import open_state_db
 from cache.memory import Memory
 from cloud_client.client import CloudClient
 from edge import __version__
+from edge.app import DeviceApp
 from edge.checkpointer import Checkpointer
 from edge.commits import Commits
 from edge.config import Secrets, Settings
+from edge.inbox import InboxDedupe
 from edge.memory_ops import MemoryOps
+from edge.metrics import Metrics
+from edge.mqtt import MqttChannel
 from edge.notify import Notifier
-from edge.outbound import DurableOutbox, InboxDedupe
+from edge.outbound import DurableOutbox
 from edge.policies import memory_policy
+from edge.publisher import TaskPublisher
+from edge.reports import Reports
 from edge.runtime import Runtime
 from edge.schema import MIGRATIONS
 from edge.sync_sink import MemorySyncSink
 from edge.topics import Topics
-from edge.turns import TurnHandler
-from edge.workflows import WorkflowDriver
+from edge.work import Work
 from sync.outbox import SyncOutbox
 from sync.replay import Replayer
 from taskmanager.catalog import load_catalog
@@ -52,27 +58,69 @@ def cloud_client(settings: Settings, secrets: Secrets) -> CloudClient:
     )
 
 
-def replayer_for(
+def build_app(
     settings: Settings,
+    secrets: Secrets,
     *,
     db: sqlite_utils.Database,
     clock: Clock,
-    memory: Memory,
-    outbox: SyncOutbox,
-    cloud: CloudClient,
+    live: bool,
     max_backoff_s: float | None = None,
-) -> Replayer:
-    """The sync replayer of the service, or of a CLI replay (which backs off less)."""
-    return Replayer(
+) -> DeviceApp:
+    """The app over an open state DB. `live`: a service runs it (report worker, turn tasks);
+    otherwise it is the CLI's while no service runs. `max_backoff_s` caps the replay's backoff
+    (a CLI replay backs off less)."""
+    outbox = DurableOutbox(db=db, clock=clock)
+    commits = Commits(db, on_commit=outbox.flush)  # after every commit, what it owes is sent
+    topics = Topics(settings.mqtt.topic_prefix, settings.device_id)
+    memory = Memory(db=db, clock=clock, policy=memory_policy(settings))
+    cloud = cloud_client(settings, secrets)
+    sync_outbox = SyncOutbox(db=db, clock=clock)
+    publisher = TaskPublisher(topics=topics, outbox=outbox)
+    tm = TaskManager(
         db=db,
         clock=clock,
-        outbox=outbox,
+        catalog=load_catalog(settings.taskmanager.catalog_file),
+        publisher=publisher,
+        ask_timeout_s=settings.taskmanager.ask_timeout_s,
+    )
+    reports = Reports(
+        cloud=cloud,
+        clock=clock,
+        sync_outbox=sync_outbox,
+        device_id=settings.device_id,
+        deadline_s=settings.taskmanager.events_deadline_s,
+        live=live,
+    )
+    replayer = Replayer(
+        db=db,
+        clock=clock,
+        outbox=sync_outbox,
         poster=cloud,
         sink=MemorySyncSink(memory),
         device_id=settings.device_id,
         batch_size=settings.sync.batch_size,
         deadline_s=settings.sync.deadline_s,
         max_backoff_s=settings.sync.max_backoff_s if max_backoff_s is None else max_backoff_s,
+    )
+    return DeviceApp(
+        settings=settings,
+        clock=clock,
+        work=Work(commits=commits, tm=tm, memory=memory, sync_outbox=sync_outbox, reports=reports),
+        topics=topics,
+        memory=memory,
+        publisher=publisher,
+        outbox=outbox,
+        sync_outbox=sync_outbox,
+        dedupe=InboxDedupe(db=db, clock=clock),
+        memory_ops=MemoryOps(memory=memory, sync_outbox=sync_outbox, clock=clock),
+        checkpointer=Checkpointer(
+            settings.state_db_path, busy_timeout_ms=settings.storage.busy_timeout_ms
+        ),
+        cloud=cloud,
+        replayer=replayer,
+        reports=reports,
+        metrics=Metrics(),
     )
 
 
@@ -84,79 +132,21 @@ def build_runtime(
     notifier: Notifier | None = None,
     config_path: Path | None = None,
 ) -> Runtime:
-    """Open the state DB (migrating it) and wire every component; raises StorageError."""
+    """Open the state DB (migrating it) and wire the service; raises StorageError."""
     clock = clock or SystemClock()
     db = open_db(settings)
-    commits = Commits(db)
     # the service's connection never checkpoints inside a COMMIT: its checkpointer does
     db.execute("PRAGMA wal_autocheckpoint=0")
-    checkpointer = Checkpointer(
-        settings.state_db_path, busy_timeout_ms=settings.storage.busy_timeout_ms
-    )
-    topics = Topics(settings.mqtt.topic_prefix, settings.device_id)
-    memory = Memory(db=db, clock=clock, policy=memory_policy(settings))
-    outbox = DurableOutbox(db=db, clock=clock)
-    cloud = cloud_client(settings, secrets)
-    sync_outbox = SyncOutbox(db=db, clock=clock)
-    tm = TaskManager(
-        db=db,
-        clock=clock,
-        catalog=load_catalog(settings.taskmanager.catalog_file),
-        outbound=outbox,
-        topic_root=topics.root,
-        ask_timeout_s=settings.taskmanager.ask_timeout_s,
-    )
-    workflows = WorkflowDriver(
-        commits=commits,
-        tm=tm,
-        memory=memory,
-        sync_outbox=sync_outbox,
-        outbox=outbox,
-        cloud=cloud,
-        clock=clock,
-        device_id=settings.device_id,
-        events_deadline_s=settings.taskmanager.events_deadline_s,
-    )
-    replayer = replayer_for(
-        settings, db=db, clock=clock, memory=memory, outbox=sync_outbox, cloud=cloud
-    )
-    dedupe = InboxDedupe(db=db, clock=clock)
-    turns = TurnHandler(
-        commits=commits,
-        memory=memory,
-        sync_outbox=sync_outbox,
-        workflows=workflows,
-        cloud_back=replayer.kick,
-        cloud=cloud,
-        outbox=outbox,
-        dedupe=dedupe,
-        topics=topics,
-        settings=settings,
-        clock=clock,
+    app = build_app(settings, secrets, db=db, clock=clock, live=True)
+    channel = MqttChannel(
+        settings=settings.mqtt,
+        client_id=f"a2a-edge-{settings.device_id}",
+        password=secrets.mqtt_password,
     )
     return Runtime(
-        settings=settings,
-        db=db,
-        commits=commits,
-        clock=clock,
-        topics=topics,
-        memory=memory,
-        cloud=cloud,
-        outbox=outbox,
-        turns=turns,
-        workflows=workflows,
-        replayer=replayer,
-        sync_outbox=sync_outbox,
-        memory_ops=MemoryOps(
-            db=db,
-            memory=memory,
-            sync_outbox=sync_outbox,
-            clock=clock,
-            checkpoint_lock=checkpointer.lock,
-        ),
-        checkpointer=checkpointer,
-        dedupe=dedupe,
+        app=app,
+        channel=channel,
         notifier=notifier or Notifier(),
-        password=secrets.mqtt_password,
+        settings=settings,
         config_path=config_path,
     )

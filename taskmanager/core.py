@@ -26,6 +26,7 @@ from taskmanager.events import (
     Emit,
     Event,
     Ignored,
+    Redispatch,
     Report,
     Submit,
     Tick,
@@ -197,8 +198,14 @@ def _end_step(
         ctx.report(wf, _step_report(wf, step), decision=False, terminal=True)
 
 
+def _split(task_id: str) -> tuple[str, str]:
+    """(workflow_id, step_id) of a task id `<workflow_id>:<step_id>`."""
+    workflow_id, _, step_id = task_id.rpartition(":")
+    return workflow_id, step_id
+
+
 def _on_callback(board: Board, cb: Callback, ctx: _Ctx) -> None:
-    workflow_id, _, step_id = cb.task_id.rpartition(":")
+    workflow_id, step_id = _split(cb.task_id)
     wf = board.workflows.get(workflow_id)
     step = wf.step(step_id) if wf else None
     if wf is None or step is None or step.kind != "task":
@@ -344,6 +351,24 @@ def _on_decide(board: Board, ev: Decide, ctx: _Ctx) -> None:
     elif kind == "abort":
         _on_cancel(board, Cancel(wf.workflow_id, "supervisor"), ctx)
     ctx.touch(wf)
+
+
+def _on_redispatch(board: Board, ev: Redispatch, ctx: _Ctx) -> None:
+    if ev.task_ids is None:
+        targets = [(w, s.step_id) for w, wf in board.workflows.items() for s in wf.steps]
+    else:
+        targets = [_split(task_id) for task_id in ev.task_ids]
+    for workflow_id, step_id in targets:
+        wf = board.workflows.get(workflow_id)
+        step = wf.step(step_id) if wf else None
+        if wf is None or step is None or step.kind != "task" or step.status not in ev.statuses:
+            continue
+        wf = ctx.own(workflow_id)
+        step = wf.step(step_id)
+        assert step is not None
+        step.attempt += 1
+        ctx.effects.append(Command(step.capability_id, command_payload(wf, step)))
+        ctx.trace(wf, "redispatched", task_id=step.task_id(workflow_id), attempt=step.attempt)
 
 
 # --- settling -------------------------------------------------------------------------------
@@ -537,6 +562,8 @@ def decide(board: Board, event: Event, now: datetime) -> Outcome:
         _on_tick(new, ctx)
     elif isinstance(event, Cancel):
         _on_cancel(new, event, ctx)
+    elif isinstance(event, Redispatch):
+        _on_redispatch(new, event, ctx)
     else:
         _on_decide(new, event, ctx)
     for workflow_id in ctx.owned:  # orphans appear only where a step just ended

@@ -45,7 +45,17 @@ class Decide:
     ask_timeout_s: float = 120.0
 
 
-Event = Submit | Callback | Tick | Cancel | Decide
+@dataclass(frozen=True)
+class Redispatch:
+    """Send these tasks' commands again (same task_id, attempt + 1) when their step is in
+    `statuses`: after a restart for commands never PUBACKed, and when the broker lost our
+    session (callbacks published meanwhile went nowhere). `task_ids` None: every task."""
+
+    task_ids: tuple[str, ...] | None
+    statuses: frozenset[str]
+
+
+Event = Submit | Callback | Tick | Cancel | Decide | Redispatch
 
 # --- effects --------------------------------------------------------------------------------
 

@@ -1,5 +1,7 @@
-"""The TaskManager shell: feeds events to the pure core, persists what changed, queues the MQTT
-messages it causes, and hands cloud reports and finished workflows back to the caller.
+"""The TaskManager shell: feeds events to the pure core, persists what changed, hands the
+messages it causes (`Command`, `CancelTask`, `Emit`) to a `Publisher` in the same transaction,
+and hands cloud reports and finished workflows back to the caller. It knows no MQTT topic: the
+publisher the caller gives it does (edge maps effects to topics and its durable outbox).
 
 Every method writes inside `db.atomic()` (a savepoint when the caller already holds the
 transaction, as the runtime does so that an inbound message's dedupe mark commits with its
@@ -20,7 +22,7 @@ import sqlite_utils
 from a2a_common.clock import Clock, iso
 from taskmanager.board import Board, next_deadline
 from taskmanager.catalog import Catalog
-from taskmanager.core import command_payload, decide
+from taskmanager.core import decide
 from taskmanager.events import (
     Callback,
     Cancel,
@@ -30,22 +32,25 @@ from taskmanager.events import (
     Emit,
     Event,
     Ignored,
+    Redispatch,
     Report,
     Submit,
     Tick,
     Trace,
 )
-from taskmanager.model import ACTIVE_STEP, Workflow
+from taskmanager.model import Workflow
 from taskmanager.store import WorkflowStore
 from taskmanager.validate import Rejected, validate_replan, validate_task, validate_workflow
 
 log = logging.getLogger(__name__)
 
 
-class Outbound(Protocol):
-    def enqueue(
-        self, topic: str, payload: dict[str, Any], *, retain: bool = False, qos: int = 1
-    ) -> None: ...
+Message = Command | CancelTask | Emit
+
+
+class Publisher(Protocol):
+    def publish(self, message: Message) -> None:
+        """Queue the message inside the caller's transaction (sent after the commit)."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +67,7 @@ class Result:
     ignored: list[Ignored] = field(default_factory=list)
     reports: list[Report] = field(default_factory=list)
     finished: list[Workflow] = field(default_factory=list)
+    commands: int = 0  # task commands queued
 
     def merge(self, other: Result) -> Result:
         self.accepted += other.accepted
@@ -69,6 +75,7 @@ class Result:
         self.ignored += other.ignored
         self.reports += other.reports
         self.finished += other.finished
+        self.commands += other.commands
         return self
 
 
@@ -79,15 +86,13 @@ class TaskManager:
         db: sqlite_utils.Database,
         clock: Clock,
         catalog: Catalog,
-        outbound: Outbound,
-        topic_root: str,
+        publisher: Publisher,
         ask_timeout_s: float = 120.0,
     ) -> None:
         self._db = db
         self._clock = clock
         self._catalog = catalog
-        self._out = outbound
-        self._root = topic_root
+        self._out = publisher
         self._ask_timeout_s = ask_timeout_s
         self.store = WorkflowStore(db=db)
         self.board = Board()
@@ -95,10 +100,6 @@ class TaskManager:
     def reload(self) -> int:
         self.board = self.store.load_active()
         return len(self.board.workflows)
-
-    @property
-    def topic_root(self) -> str:
-        return self._root
 
     @property
     def catalog(self) -> Catalog:
@@ -123,17 +124,10 @@ class TaskManager:
             for wf in outcome.changed:
                 self.store.save(wf, now)
             for effect in outcome.effects:
-                if isinstance(effect, Command):
-                    self._out.enqueue(
-                        f"{self._root}/task/command/{effect.capability_id}", effect.payload
-                    )
-                elif isinstance(effect, CancelTask):
-                    self._out.enqueue(
-                        f"{self._root}/task/cancel/{effect.capability_id}", effect.payload
-                    )
-                elif isinstance(effect, Emit):
-                    self._out.enqueue(f"{self._root}/workflow/event", effect.payload)
-                    if effect.payload["status"] != "PROGRESS":
+                if isinstance(effect, Command | CancelTask | Emit):
+                    self._out.publish(effect)
+                    result.commands += isinstance(effect, Command)
+                    if isinstance(effect, Emit) and effect.payload["status"] != "PROGRESS":
                         self._trace_event(effect.payload, outcome.changed, now)
                 elif isinstance(effect, Trace):
                     self.store.trace(
@@ -175,19 +169,20 @@ class TaskManager:
                     self.store.save_rejected(
                         wf_id, checked.reason, raw, source, turn.turn_id if turn else None, now
                     )
-                    self._out.enqueue(
-                        f"{self._root}/workflow/event",
-                        {
-                            "workflow_id": wf_id,
-                            "step_id": None,
-                            "task_id": None,
-                            "status": "WORKFLOW_REJECTED",
-                            "workflow_status": "rejected",
-                            "reason": checked.reason,
-                            "progress": None,
-                            "etag": 1,
-                            "ts": iso(now),
-                        },
+                    self._out.publish(
+                        Emit(
+                            {
+                                "workflow_id": wf_id,
+                                "step_id": None,
+                                "task_id": None,
+                                "status": "WORKFLOW_REJECTED",
+                                "workflow_status": "rejected",
+                                "reason": checked.reason,
+                                "progress": None,
+                                "etag": 1,
+                                "ts": iso(now),
+                            }
+                        )
                     )
                     self.store.trace(
                         wf_id, now, 1, "rejected", {"reason": checked.reason, "request": raw}
@@ -288,37 +283,11 @@ class TaskManager:
             )
         )
 
-    def active_tasks(self) -> list[tuple[str, str]]:
-        """(task_id, capability_id) of every task a device agent may be working on."""
-        return [
-            (s.task_id(wf.workflow_id), s.capability_id)
-            for wf in self.board.workflows.values()
-            for s in wf.steps
-            if s.kind == "task" and s.status in ACTIVE_STEP
-        ]
-
     def redispatch(
-        self, task_id: str, statuses: frozenset[str] = frozenset({"DISPATCHED"})
-    ) -> dict[str, Any] | None:
-        """A command goes again with the same task_id and attempt + 1 (the agent dedupes and
-        answers with its latest callback); returns the new payload (None: not in `statuses`).
-        Used after a restart for commands never PUBACKed, and when the broker lost our
-        session (callbacks published meanwhile went nowhere)."""
-        workflow_id, _, step_id = task_id.rpartition(":")
-        wf = self.board.workflows.get(workflow_id)
-        step = wf.step(step_id) if wf else None
-        if wf is None or step is None or step.status not in statuses:
-            return None
-        step.attempt += 1
-        wf.etag += 1
-        now = self._clock.now()
-        with self._db.atomic():
-            self.store.save(wf, now)
-            self.store.trace(
-                workflow_id,
-                now,
-                wf.etag,
-                "redispatched",
-                {"task_id": task_id, "attempt": step.attempt},
-            )
-        return command_payload(wf, step)
+        self, task_ids: Iterable[str] | None, statuses: frozenset[str] = frozenset({"DISPATCHED"})
+    ) -> Result:
+        """The commands of these tasks (None: every task) whose step is in `statuses` go again,
+        same task_id, attempt + 1: the agent dedupes and answers with its latest callback.
+        `result.commands` counts them."""
+        ids = None if task_ids is None else tuple(task_ids)
+        return self._apply(Redispatch(ids, statuses))

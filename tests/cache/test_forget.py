@@ -15,6 +15,7 @@ from a2a_common.sqlite import open_state_db
 from cache.memory import Memory, MemoryPolicy
 from cache.model import CandidateIn
 from cache.privacy import CategoryPolicy, PrivacyPolicy
+from edge.checkpointer import Checkpointer
 from edge.memory_ops import MemoryOps
 from edge.schema import MIGRATIONS
 from sync.outbox import SyncOutbox
@@ -31,7 +32,8 @@ class Home:
             db=self.db, clock=clock, policy=MemoryPolicy(privacy=privacy, retention_days=30)
         )
         self.sync = SyncOutbox(db=self.db, clock=clock)
-        self.ops = MemoryOps(db=self.db, memory=self.memory, sync_outbox=self.sync, clock=clock)
+        self.ops = MemoryOps(memory=self.memory, sync_outbox=self.sync, clock=clock)
+        self.checkpointer = Checkpointer(path, busy_timeout_ms=1000)
         self.n = 0
 
     def say(self, text: str, cand: CandidateIn | None = None, session: str = "s1") -> str:
@@ -57,8 +59,12 @@ class Home:
     def forget(self, scope: str, target: str | None = None) -> dict[str, int]:
         with self.db.atomic():
             removed = self.ops.forget(scope, target)
-        self.ops.checkpoint()
+        self.checkpointer.truncate()
         return removed
+
+    def sweep(self, limit: int = 500) -> dict[str, int]:
+        with self.db.atomic():
+            return self.ops.sweep(limit)
 
     def item(self, value: str = "안방") -> dict[str, Any] | None:
         return self.memory.profile.item("preferred_room", value)
@@ -89,7 +95,7 @@ def test_days_items_expire_and_sensitive_ones_stay_home(home: Home) -> None:
     kinds = [k for (k,) in home.rows("SELECT kind FROM sync_outbox")]
     assert kinds == ["short_term_pair"]  # share: false keeps the item off the sync
     home.day(31)
-    assert any(home.ops.sweep().values())
+    assert any(home.sweep().values())
     assert home.rows("SELECT count(*) FROM profile_items") == [(0,)]
     audit = home.rows("SELECT action, counts FROM memory_audit")
     assert audit[-1][0] == "expire" and "blood_pressure" not in audit[-1][1]
@@ -200,10 +206,10 @@ def test_retention_prunes_synced_pairs_only_in_bounded_batches(home: Home) -> No
         home.memory.store.mark_synced(old[:5])
     home.day(31)
     home.say("새 말")
-    first = home.ops.sweep(limit=3)
+    first = home.sweep(limit=3)
     assert first["pairs"] == 3
-    assert home.ops.sweep(limit=3)["pairs"] == 2
-    assert not any(home.ops.sweep(limit=3).values())
+    assert home.sweep(limit=3)["pairs"] == 2
+    assert not any(home.sweep(limit=3).values())
     left = [p for (p,) in home.rows("SELECT pair_id FROM pairs ORDER BY created_at")]
     assert left == old[5:] + left[-1:]  # the unsynced old ones and the new one
 

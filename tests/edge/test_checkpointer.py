@@ -40,24 +40,11 @@ def test_the_writer_never_checkpoints_and_the_worker_copies_the_wal_back(
 def test_a_forget_truncates_the_wal_even_while_the_checkpointer_runs(tmp_path: Path) -> None:
     import threading
 
-    from a2a_common.clock import ManualClock
-    from cache.memory import Memory, MemoryPolicy
-    from edge.memory_ops import MemoryOps
-    from sync.outbox import SyncOutbox
-
     path = tmp_path / "state.db"
     db = open_state_db(path, MIGRATIONS)
     db.execute("PRAGMA wal_autocheckpoint=0")
     db.execute("CREATE TABLE filler (x TEXT)")
-    clock = ManualClock()
     checkpointer = Checkpointer(path, busy_timeout_ms=1000)
-    ops = MemoryOps(
-        db=db,
-        memory=Memory(db=db, clock=clock, policy=MemoryPolicy()),
-        sync_outbox=SyncOutbox(db=db, clock=clock),
-        clock=clock,
-        checkpoint_lock=checkpointer.lock,
-    )
     stop = threading.Event()
 
     def checkpoint_all_the_time() -> None:
@@ -71,7 +58,7 @@ def test_a_forget_truncates_the_wal_even_while_the_checkpointer_runs(tmp_path: P
         for n in range(100):
             with db.atomic():
                 db.execute("INSERT INTO filler VALUES (?)", ["x" * 2000 + str(n)])
-            results.append(ops.checkpoint())
+            results.append(checkpointer.truncate())
     finally:
         stop.set()
         worker.join(10)

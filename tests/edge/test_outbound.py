@@ -9,7 +9,8 @@ import pytest
 
 from a2a_common.clock import ManualClock
 from a2a_common.sqlite import open_state_db
-from edge.outbound import DurableOutbox, InboxDedupe
+from edge.inbox import InboxDedupe
+from edge.outbound import DurableOutbox
 from edge.schema import MIGRATIONS
 
 

@@ -10,7 +10,7 @@ import sqlite_utils
 
 from a2a_common.clock import ManualClock
 from a2a_common.sqlite import open_state_db
-from edge.outbound import InboxDedupe
+from edge.inbox import InboxDedupe
 from edge.schema import MIGRATIONS
 from sim.broker import Mosquitto
 from taskmanager.store import WorkflowStore

@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edge.topics import Refusal, Topics, TurnRequestMsg, parse_inbound
+from edge.routes import Route, Router
+from edge.topics import DeviceContextMsg, Refusal, Topics, TurnRequestMsg, parse
 
 LIMIT = 65536
 
@@ -30,7 +31,7 @@ LIMIT = 65536
     ],
 )
 def test_refusals(payload: bytes, word: str) -> None:
-    result = parse_inbound("turn/request", payload, LIMIT)
+    result = parse(TurnRequestMsg, payload, LIMIT)
     assert isinstance(result, Refusal)
     assert result.error == word
     assert result.detail
@@ -38,30 +39,32 @@ def test_refusals(payload: bytes, word: str) -> None:
 
 def test_refusal_detail_does_not_echo_the_users_words() -> None:
     payload = json.dumps({"turn_id": ["비밀번호 1234"], "recognized_text": "비밀번호 1234"})
-    result = parse_inbound("turn/request", payload.encode(), LIMIT)
+    result = parse(TurnRequestMsg, payload.encode(), LIMIT)
     assert isinstance(result, Refusal)
     assert "1234" not in result.detail
 
 
 def test_valid_turn_request_keeps_korean_text() -> None:
     payload = '{"turn_id":"t-1","recognized_text":"안방으로 가서 청정해줘","extra":1}'.encode()
-    result = parse_inbound("turn/request", payload, LIMIT)
+    result = parse(TurnRequestMsg, payload, LIMIT)
     assert isinstance(result, TurnRequestMsg)
     assert result.recognized_text == "안방으로 가서 청정해줘"
 
 
 def test_device_context_battery_range() -> None:
-    assert isinstance(parse_inbound("device/context", b'{"battery": 101}', LIMIT), Refusal)
-    ok = parse_inbound("device/context", '{"current_room": "거실", "battery": 82}'.encode(), LIMIT)
+    assert isinstance(parse(DeviceContextMsg, b'{"battery": 101}', LIMIT), Refusal)
+    ok = parse(DeviceContextMsg, '{"current_room": "거실", "battery": 82}'.encode(), LIMIT)
     assert not isinstance(ok, Refusal)
 
 
-def test_topics_under_the_device_root_only() -> None:
-    topics = Topics("a2a", "robot-1")
-    assert topics.kind_of("a2a/robot-1/turn/request") == "turn/request"
-    assert topics.kind_of("a2a/robot-2/turn/request") is None
-    assert topics.kind_of("other/robot-1/turn/request") is None
-    assert topics.kind_of("a2a/robot-1/turn/response") is None
+def test_routes_under_the_device_root_only() -> None:
+    turn = Route(TurnRequestMsg, lambda _msg, _arrival: None)
+    router = Router(Topics("a2a", "robot-1"), {"turn/request": turn})
+    assert router.route("a2a/robot-1/turn/request") is turn
+    assert router.route("a2a/robot-2/turn/request") is None
+    assert router.route("other/robot-1/turn/request") is None
+    assert router.route("a2a/robot-1/turn/response") is None
+    assert router.subscriptions() == ["a2a/robot-1/turn/request"]
 
 
 json_values = st.recursive(
@@ -74,5 +77,5 @@ json_values = st.recursive(
 @settings(max_examples=300, deadline=None)
 @given(st.one_of(st.binary(max_size=256), json_values.map(lambda v: json.dumps(v).encode())))
 def test_any_payload_is_parsed_or_refused_never_raises(payload: bytes) -> None:
-    result = parse_inbound("turn/request", payload, LIMIT)
+    result = parse(TurnRequestMsg, payload, LIMIT)
     assert isinstance(result, Refusal | TurnRequestMsg)

@@ -10,7 +10,9 @@ import pytest
 from a2a_common.clock import ManualClock
 from a2a_common.sqlite import open_state_db
 from edge.outbound import DurableOutbox
+from edge.publisher import TaskPublisher
 from edge.schema import MIGRATIONS
+from edge.topics import Topics
 from taskmanager.catalog import load_catalog, parse_catalog
 from taskmanager.core import Callback
 from taskmanager.errors import CatalogError
@@ -23,7 +25,8 @@ ROOT = "a2a/robot-t"
 def manager(path: Path, clock: ManualClock) -> tuple[TaskManager, DurableOutbox]:
     db = open_state_db(path, MIGRATIONS)
     outbox = DurableOutbox(db=db, clock=clock)
-    tm = TaskManager(db=db, clock=clock, catalog=load_catalog(), outbound=outbox, topic_root=ROOT)
+    publisher = TaskPublisher(topics=Topics("a2a", "robot-t"), outbox=outbox)
+    tm = TaskManager(db=db, clock=clock, catalog=load_catalog(), publisher=publisher)
     tm.reload()
     return tm, outbox
 
@@ -49,11 +52,11 @@ def test_restart_resends_unacked_command_with_higher_attempt(tmp_path: Path) -> 
     tm2, outbox2 = manager(tmp_path / "s.db", clock)
     assert list(tm2.board.workflows) == ["wf-1"]
     [(_row_id, payload)] = outbox2.rows_under(f"{ROOT}/task/command/")
-    fresh = tm2.redispatch(payload["task_id"])
-    assert fresh is not None
+    result = tm2.redispatch([payload["task_id"], "wf-1:step_purify"])
+    assert result.commands == 1  # step_purify was not dispatched: nothing to resend
+    [_old, (_row_id, fresh)] = outbox2.rows_under(f"{ROOT}/task/command/")
     assert fresh["task_id"] == "wf-1:step_move" and fresh["attempt"] == 2
     assert fresh["deadline"] == payload["deadline"]  # the deadline instant is kept
-    assert tm2.redispatch("wf-1:step_purify") is None  # not dispatched: nothing to resend
 
 
 def test_deadlines_survive_a_restart_and_late_ones_fire(tmp_path: Path) -> None:

@@ -1,0 +1,30 @@
+"""The TaskManager's messages onto this device's topics, through the durable MQTT outbox."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from edge.outbound import DurableOutbox
+from edge.topics import Topics
+from taskmanager.events import CancelTask, Command
+from taskmanager.service import Message
+
+
+class TaskPublisher:
+    def __init__(self, *, topics: Topics, outbox: DurableOutbox) -> None:
+        self._topics = topics
+        self._outbox = outbox
+
+    def publish(self, message: Message) -> None:
+        """Inside the caller's transaction, like every outbox write."""
+        if isinstance(message, Command):
+            topic = self._topics.task_command(message.capability_id)
+        elif isinstance(message, CancelTask):
+            topic = self._topics.task_cancel(message.capability_id)
+        else:
+            topic = self._topics.workflow_event
+        self._outbox.enqueue(topic, message.payload)
+
+    def owed_commands(self) -> list[tuple[int, dict[str, Any]]]:
+        """Task commands still owed (never PUBACKed), oldest first: (row id, payload)."""
+        return self._outbox.rows_under(self._topics.task_command(""))
