@@ -98,7 +98,7 @@ def runtime_factory(tmp_path: Path, broker: Mosquitto, cloud: SimCloud) -> Itera
 
 @pytest.fixture
 def probe(broker: Mosquitto) -> Iterator[MqttProbe]:
-    client = MqttProbe(broker.port, [f"{ROOT}/#"])
+    client = MqttProbe(broker.port, [f"{ROOT}/#"], root=ROOT)
     yield client
     client.close()
 

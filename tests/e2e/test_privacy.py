@@ -14,7 +14,6 @@ from sim.probe import MqttProbe
 from tests.conftest import ROOT, RuntimeFactory, eventually
 
 SECRET = "우리 집 현관 비밀번호는 장미꽃 이천이십육이야"
-TURN_REQ, TURN_RESP = f"{ROOT}/turn/request", f"{ROOT}/turn/response"
 
 
 def pair_of(tmp_path: Path, turn_id: str) -> str:
@@ -25,11 +24,6 @@ def pair_of(tmp_path: Path, turn_id: str) -> str:
         )
     finally:
         conn.close()
-
-
-def say(probe: MqttProbe, turn_id: str, text: str) -> Any:
-    probe.publish(TURN_REQ, {"turn_id": turn_id, "recognized_text": text})
-    return probe.wait_for(TURN_RESP, lambda b: b.get("turn_id") == turn_id)
 
 
 def residue(tmp_path: Path, needles: list[bytes]) -> list[str]:
@@ -44,8 +38,8 @@ def test_forgotten_words_leave_no_residue(
     tmp_path: Path, runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe
 ) -> None:
     runtime_factory()  # log level DEBUG: the strictest place to look
-    say(probe, "t-secret", SECRET)
-    say(probe, "t-other", "안녕")
+    probe.turn("t-secret", SECRET)
+    probe.turn("t-other", "안녕")
     pair = pair_of(tmp_path, "t-secret")
     needles = [SECRET.encode(), "장미꽃".encode()]
     assert residue(tmp_path, needles)  # it is there before the forget
@@ -82,7 +76,7 @@ def test_forget_while_offline_the_pair_never_leaves_the_device(
 ) -> None:
     runtime_factory(sync={"deadline_s": 1.0, "max_backoff_s": 30.0})
     cloud.set_faults(drop=True)
-    assert say(probe, "t-off", SECRET)["status"] == "offline"
+    assert probe.turn("t-off", SECRET)["status"] == "offline"
     pair = pair_of(tmp_path, "t-off")
     # the replayer has tried once and is backing off: the cloud is away, not just slow
     eventually(lambda: any(r["body"]["writes"] for r in cloud.requests("/v1/a2a/memory/sync")))
@@ -94,7 +88,7 @@ def test_forget_while_offline_the_pair_never_leaves_the_device(
     conn.close()
     assert [k for k, _ in left] == ["memory_deletion"], left
     cloud.set_faults()
-    assert say(probe, "t-back", "안녕")["status"] == "ok"
+    assert probe.turn("t-back", "안녕")["status"] == "ok"
     eventually(lambda: any(w["kind"] == "memory_deletion" for w in cloud.synced()))
     pairs = eventually(
         lambda: [
@@ -121,7 +115,7 @@ def test_cli_forget_and_revoke_with_and_without_the_service(
 ) -> None:
     runtime = runtime_factory()
     config = str(runtime.config)
-    say(probe, "t-1", "안녕")
+    probe.turn("t-1", "안녕")
 
     def cli(*args: str) -> Any:
         done = subprocess.run(

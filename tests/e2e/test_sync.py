@@ -11,10 +11,9 @@ from typing import Any
 from sim.cloud import SimCloud
 from sim.devices import Behavior, DeviceAgents
 from sim.probe import MqttProbe
-from tests.conftest import ROOT, RuntimeFactory, eventually
+from tests.conftest import RuntimeFactory, eventually
 from tests.taskmanager.helpers import MOVE_PURIFY
 
-TURN_REQ, TURN_RESP = f"{ROOT}/turn/request", f"{ROOT}/turn/response"
 SYNC_PATH = "/v1/a2a/memory/sync"
 FAST = {"deadline_s": 1.0, "max_backoff_s": 0.3}
 
@@ -25,13 +24,6 @@ def db_rows(tmp_path: Path, sql: str) -> list[tuple[Any, ...]]:
         return conn.execute(sql).fetchall()
     finally:
         conn.close()
-
-
-def turn(probe: MqttProbe, turn_id: str, text: str) -> tuple[Any, float]:
-    t0 = time.monotonic()
-    probe.publish(TURN_REQ, {"turn_id": turn_id, "recognized_text": text})
-    reply = probe.wait_for(TURN_RESP, lambda b: b.get("turn_id") == turn_id)
-    return reply, time.monotonic() - t0
 
 
 def offline_turns(
@@ -45,7 +37,9 @@ def offline_turns(
     took = []
     for n in range(count):
         text = f"{n}번째 말 {marker}" if n == marker_at else f"{n}번째 말"
-        reply, seconds = turn(probe, f"{prefix}-{n:03d}", text)
+        t0 = time.monotonic()
+        reply = probe.turn(f"{prefix}-{n:03d}", text)
+        seconds = time.monotonic() - t0
         assert reply["status"] == "offline", reply
         took.append(seconds)
     return took
@@ -65,7 +59,7 @@ def test_cloud_down_for_50_turns_then_up(
     assert sorted(took)[len(took) // 2] < 0.5
     assert synced_turns(cloud) == []
     cloud.set_faults()  # back; the replayer is deep in a 60 s backoff ...
-    reply, _ = turn(probe, "back", "안녕")  # ... and a turn proves the cloud is back
+    reply = probe.turn("back", "안녕")  # ... and a turn proves the cloud is back
     assert reply["status"] == "ok"
     expected = [f"off-{n:03d}" for n in range(50)] + ["back"]
     eventually(lambda: synced_turns(cloud) == expected, 10)
@@ -162,10 +156,10 @@ def test_stop_and_dock_intents_work_with_the_cloud_down(
         assistant_text="안방으로 갈게요.",
         device_workflow_requests=[MOVE_PURIFY],
     )
-    assert turn(probe, "go", "안방으로 가서 청정해줘")[0]["workflow_ids"] == ["wf-1"]
+    assert probe.turn("go", "안방으로 가서 청정해줘")["workflow_ids"] == ["wf-1"]
     devices.wait_for(lambda d: "wf-1:step_move" in d.tasks)
     cloud.set_faults(drop=True)
-    stop, _ = turn(probe, "stop", "멈춰!")
+    stop = probe.turn("stop", "멈춰!")
     assert stop["status"] == "offline" and stop["route_family"] == "LOCAL"
     assert stop["assistant_text"] == "알겠어요, 멈출게요."
     devices.wait_for(
@@ -173,7 +167,7 @@ def test_stop_and_dock_intents_work_with_the_cloud_down(
             {"task_id": "wf-1:step_move", "workflow_id": "wf-1", "reason": "user"} in d.cancels
         )
     )
-    dock, _ = turn(probe, "dock", "이제 충전하러 가")
+    dock = probe.turn("dock", "이제 충전하러 가")
     assert dock["status"] == "offline" and len(dock["workflow_ids"]) == 1
     devices.wait_for(
         lambda d: any(
@@ -181,7 +175,7 @@ def test_stop_and_dock_intents_work_with_the_cloud_down(
             for t in d.tasks
         )
     )
-    other, _ = turn(probe, "chat", "오늘 날씨 어때?")
+    other = probe.turn("chat", "오늘 날씨 어때?")
     assert (
         other["status"] == "offline" and other["route_family"] == "" and other["workflow_ids"] == []
     )
