@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import json
-import sqlite3
-from pathlib import Path
 from typing import Any
 
 from sim.broker import Mosquitto, free_port
 from sim.cloud import SimCloud
 from sim.probe import MqttProbe
-from tests.conftest import ROOT, RuntimeFactory, eventually
+from tests.conftest import ROOT, RuntimeFactory, StateRows, eventually
 
 TURN_PATH = "/v1/a2a/turn"
 TURN_REQ = f"{ROOT}/turn/request"
@@ -19,16 +17,8 @@ ERRORS = f"{ROOT}/runtime/error"
 STATUS = f"{ROOT}/runtime/status"
 
 
-def rows(tmp_path: Path, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    conn = sqlite3.connect(f"file:{tmp_path / 'state' / 'state.db'}?mode=ro", uri=True)
-    try:
-        return conn.execute(sql, params).fetchall()
-    finally:
-        conn.close()
-
-
 def test_turn_end_to_end(
-    tmp_path: Path, runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe
+    state_rows: StateRows, runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe
 ) -> None:
     runtime_factory()
     probe.wait_for(STATUS, lambda b: b.get("state") == "online")
@@ -72,16 +62,16 @@ def test_turn_end_to_end(
     )
     assert len(json.dumps(snapshot, ensure_ascii=False, separators=(",", ":"))) <= 4096
 
-    pairs = rows(tmp_path, "SELECT turn_id, user_text, status FROM pairs ORDER BY created_at")
+    pairs = state_rows("SELECT turn_id, user_text, status FROM pairs ORDER BY created_at")
     assert pairs == [("t-1", "안녕", "ok"), ("t-2", "오늘 날씨 어때?", "ok")]
     # each answered turn owes the cloud its pair; the replayer delivers both, in order
     eventually(lambda: [w["payload"]["turn_id"] for w in cloud.synced()] == ["t-1", "t-2"])
     # each reply's row leaves the outbox once the broker PUBACKs it
-    assert eventually(lambda: rows(tmp_path, "SELECT count(*) FROM mqtt_outbox") == [(0,)], 5.0)
+    assert eventually(lambda: state_rows("SELECT count(*) FROM mqtt_outbox") == [(0,)], 5.0)
 
 
 def test_bad_input_is_refused_and_runtime_keeps_answering(
-    tmp_path: Path, runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe
+    state_rows: StateRows, runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe
 ) -> None:
     runtime_factory()
     probe.wait_for(STATUS, lambda b: b.get("state") == "online")
@@ -103,12 +93,12 @@ def test_bad_input_is_refused_and_runtime_keeps_answering(
 
     reply = probe.turn("t-after", "안녕")
     assert reply["status"] == "ok"
-    assert rows(tmp_path, "SELECT turn_id FROM pairs") == [("t-after",)]
+    assert state_rows("SELECT turn_id FROM pairs") == [("t-after",)]
     assert len(cloud.requests("/v1/a2a/turn")) == 1
 
 
 def test_redelivered_turn_is_applied_once(
-    tmp_path: Path, runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe
+    state_rows: StateRows, runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe
 ) -> None:
     runtime_factory()
     probe.turn("t-dup", "안녕")
@@ -117,24 +107,24 @@ def test_redelivered_turn_is_applied_once(
     probe.turn("t-last", "안녕")
     assert len(probe.messages(TURN_RESP)) == 3
     assert len(cloud.requests("/v1/a2a/turn")) == 3
-    assert rows(tmp_path, "SELECT count(*) FROM pairs WHERE turn_id = 't-dup'") == [(1,)]
+    assert state_rows("SELECT count(*) FROM pairs WHERE turn_id = 't-dup'") == [(1,)]
 
 
 def test_cloud_down_answers_offline_and_keeps_the_utterance(
-    tmp_path: Path, runtime_factory: RuntimeFactory, probe: MqttProbe
+    state_rows: StateRows, runtime_factory: RuntimeFactory, probe: MqttProbe
 ) -> None:
     runtime_factory(cloud_url=f"http://127.0.0.1:{free_port()}", cloud={"turn_deadline_s": 1.0})
     reply = probe.turn("t-off", "거실 청정해줘")
     assert reply["status"] == "offline"
     assert reply["error"].startswith("cloud_unavailable")
     assert reply["assistant_text"]
-    assert rows(tmp_path, "SELECT user_text, assistant_text, status FROM pairs") == [
+    assert state_rows("SELECT user_text, assistant_text, status FROM pairs") == [
         ("거실 청정해줘", "", "offline")
     ]
 
 
 def test_cloud_garbage_answers_error_and_keeps_the_utterance(
-    tmp_path: Path, runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe
+    state_rows: StateRows, runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe
 ) -> None:
     runtime_factory()
     cloud.set_faults(malformed=True, times=1, path=TURN_PATH)
@@ -144,7 +134,7 @@ def test_cloud_garbage_answers_error_and_keeps_the_utterance(
     cloud.set_faults(status=400, times=1, path=TURN_PATH)
     assert probe.turn("t-400", "안녕")["status"] == "error"
     assert len(cloud.requests("/v1/a2a/turn")) == 2  # a 4xx is not retried
-    assert rows(tmp_path, "SELECT turn_id, status FROM pairs ORDER BY created_at") == [
+    assert state_rows("SELECT turn_id, status FROM pairs ORDER BY created_at") == [
         ("t-bad", "error"),
         ("t-400", "error"),
     ]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -12,21 +11,13 @@ from typing import Any
 from sim.cloud import SimCloud
 from sim.devices import Behavior, DeviceAgents
 from sim.probe import MqttProbe
-from tests.conftest import ROOT, RuntimeFactory, eventually
+from tests.conftest import ROOT, RuntimeFactory, StateRows, eventually
 from tests.taskmanager.helpers import MOVE_PURIFY
 
 EVENTS = f"{ROOT}/workflow/event"
 MOVE, PURIFY = "wf-seed:step_move", "wf-seed:step_purify"
 
 SEED_WORKFLOW = {**MOVE_PURIFY, "workflow_id": "wf-seed"}
-
-
-def db_rows(tmp_path: Path, sql: str) -> list[tuple[Any, ...]]:
-    conn = sqlite3.connect(f"file:{tmp_path / 'state' / 'state.db'}?mode=ro", uri=True)
-    try:
-        return conn.execute(sql).fetchall()
-    finally:
-        conn.close()
 
 
 def plan(cloud: SimCloud, workflow: dict[str, Any]) -> None:
@@ -47,7 +38,7 @@ def workflow_status(probe: MqttProbe, workflow_id: str, status: str, timeout_s: 
 
 
 def test_seed_scene_move_then_purify(
-    tmp_path: Path,
+    state_rows: StateRows,
     runtime_factory: RuntimeFactory,
     cloud: SimCloud,
     probe: MqttProbe,
@@ -82,10 +73,10 @@ def test_seed_scene_move_then_purify(
         )
     )
 
-    state = dict(db_rows(tmp_path, "SELECT key, value FROM device_state"))
+    state = dict(state_rows("SELECT key, value FROM device_state"))
     assert json.loads(state["active_workflow_id"]) == ""  # cleared when it finished
     # the device's own observation: a move to 안방 then purification is a mention
-    items = db_rows(tmp_path, "SELECT key, value, status FROM profile_items")
+    items = state_rows("SELECT key, value, status FROM profile_items")
     assert items == [("preferred_room", '"안방"', "candidate")]
 
 
@@ -222,7 +213,7 @@ def test_pushed_workflow_and_rejection(
 
 
 def test_sigkill_mid_workflow_then_restart(
-    tmp_path: Path,
+    state_rows: StateRows,
     runtime_factory: RuntimeFactory,
     cloud: SimCloud,
     probe: MqttProbe,
@@ -239,7 +230,7 @@ def test_sigkill_mid_workflow_then_restart(
     workflow_status(probe, "wf-seed", "WORKFLOW_COMPLETED", timeout_s=15)
     assert devices.order == [MOVE, PURIFY]
     assert devices.deliveries()[PURIFY] == 1
-    status = db_rows(tmp_path, "SELECT status FROM workflows WHERE workflow_id = 'wf-seed'")
+    status = state_rows("SELECT status FROM workflows WHERE workflow_id = 'wf-seed'")
     assert status == [("completed",)]
 
 
@@ -303,7 +294,7 @@ def test_workflows_cli_list_trace_and_cancel(
 
 
 def test_terminal_reports_go_to_the_sync_outbox_when_the_cloud_is_away(
-    tmp_path: Path, runtime_factory: RuntimeFactory, probe: MqttProbe, devices: DeviceAgents
+    state_rows: StateRows, runtime_factory: RuntimeFactory, probe: MqttProbe, devices: DeviceAgents
 ) -> None:
     from sim.broker import free_port
 
@@ -324,7 +315,7 @@ def test_terminal_reports_go_to_the_sync_outbox_when_the_cloud_is_away(
     probe.publish(f"{ROOT}/workflow/request", pushed)
     workflow_status(probe, "wf-away", "WORKFLOW_COMPLETED")  # the robot does not wait
     sql = "SELECT payload FROM sync_outbox WHERE kind = 'task_terminal'"
-    rows = eventually(lambda: len(db_rows(tmp_path, sql)) == 2 and db_rows(tmp_path, sql))
+    rows = eventually(lambda: len(state_rows(sql)) == 2 and state_rows(sql))
     statuses = sorted(json.loads(p)["event"]["status"] for (p,) in rows)
     assert statuses == ["COMPLETED", "WORKFLOW_COMPLETED"]
 

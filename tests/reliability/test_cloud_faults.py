@@ -4,7 +4,6 @@ nothing lost."""
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -17,22 +16,14 @@ from sim.cloud import SimCloud
 from sim.devices import DeviceAgents
 from sim.probe import MqttProbe
 from sync.outbox import SyncOutbox
-from tests.conftest import RuntimeFactory, eventually
+from tests.conftest import RuntimeFactory, StateRows, eventually
 
 TURN = "/v1/a2a/turn"
 FAST = {"deadline_s": 1.0, "max_backoff_s": 0.3}
 
 
-def outbox_rows(tmp_path: Path) -> int:
-    conn = sqlite3.connect(f"file:{tmp_path / 'state' / 'state.db'}?mode=ro", uri=True)
-    try:
-        return int(conn.execute("SELECT count(*) FROM sync_outbox").fetchone()[0])
-    finally:
-        conn.close()
-
-
 def test_thousands_of_writes_after_a_long_outage(
-    tmp_path: Path, runtime_factory: RuntimeFactory, cloud: SimCloud
+    tmp_path: Path, state_rows: StateRows, runtime_factory: RuntimeFactory, cloud: SimCloud
 ) -> None:
     db = open_state_db(tmp_path / "state" / "state.db", MIGRATIONS)
     with db.atomic():  # what days offline leave behind
@@ -48,7 +39,7 @@ def test_thousands_of_writes_after_a_long_outage(
     eventually(lambda: len(cloud.synced()) == 3000, 60)
     assert [w["payload"]["turn_id"] for w in cloud.synced()] == [f"t{n}" for n in range(3000)]
     assert cloud.state.duplicates == 0
-    eventually(lambda: outbox_rows(tmp_path) == 0)
+    eventually(lambda: state_rows("SELECT count(*) FROM sync_outbox") == [(0,)])
 
 
 def test_slow_answers_beyond_the_deadline_then_normal(
