@@ -79,7 +79,9 @@ def main() -> None:
         fill(db)
         db.close()
         broker, cloud, runtime = runtime_stack(work)
-        probe = MqttProbe(broker.port, [f"{ROOT}/turn/response", f"{ROOT}/workflow/event"])
+        probe = MqttProbe(
+            broker.port, [f"{ROOT}/turn/response", f"{ROOT}/workflow/event"], root=ROOT
+        )
         agents = instant_agents(
             broker.port, ROOT, "mobility.move_to_room", "air_purifier.start", "speaker.say"
         )

@@ -31,11 +31,7 @@ def turns(probe: MqttProbe, count: int, gap_s: float = 0.0, tag: str = "b") -> l
     took = []
     for n in range(count):
         start = time.perf_counter()
-        turn_id = f"{tag}{n}"
-        probe.publish(f"{ROOT}/turn/request", {"turn_id": turn_id, "recognized_text": TEXTS[n % 2]})
-        probe.wait_for(
-            f"{ROOT}/turn/response", lambda b, t=turn_id: b.get("turn_id") == t, timeout_s=10
-        )
+        probe.turn(f"{tag}{n}", TEXTS[n % 2])
         took.append((time.perf_counter() - start) * 1000)
         time.sleep(gap_s)
     return took
@@ -79,7 +75,7 @@ def main() -> None:
         fill(db)  # a year of history: 20,000 pairs, 365 days, 52 weeks, 500 profile items
         db.close()
         broker, cloud, runtime = runtime_stack(work, metrics_port, args.python)
-        probe = MqttProbe(broker.port, [f"{ROOT}/turn/response"])
+        probe = MqttProbe(broker.port, [f"{ROOT}/turn/response"], root=ROOT)
         agents = instant_agents(broker.port, ROOT, "mobility.move_to_room", "air_purifier.start")
         try:
             t0 = time.monotonic()

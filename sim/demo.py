@@ -113,6 +113,7 @@ class Demo:
             port,
             [f"{ROOT}/turn/response", f"{ROOT}/workflow/event", f"{ROOT}/runtime/status"],
             protocol=protocol,
+            root=ROOT,
         )
         stack.callback(self.probe.close)
         self.runtime.start()
@@ -128,10 +129,7 @@ class Demo:
         self._n += 1
         turn_id = f"demo-{self._n:02d}"
         self.say("user", f"사용자 ▶ {text}", "", turn_id=turn_id)
-        self.probe.publish(f"{ROOT}/turn/request", {"turn_id": turn_id, "recognized_text": text})
-        reply: dict[str, Any] = self.probe.wait_for(
-            f"{ROOT}/turn/response", lambda b: b.get("turn_id") == turn_id, timeout_s=15
-        )
+        reply: dict[str, Any] = self.probe.turn(turn_id, text, timeout_s=15)
         self.turns.append(reply)
         extra = f" [{reply['status']} {reply['route_family'] or '-'}"
         extra += f" {', '.join(reply['workflow_ids'])}]" if reply["workflow_ids"] else "]"

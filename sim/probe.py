@@ -1,4 +1,5 @@
-"""An MQTT client for tests and the demo: publish JSON, wait for a message with a deadline.
+"""An MQTT client for tests and the demo: publish JSON, wait for a message with a deadline, say
+a turn to the runtime and take its answer.
 
 It reconnects by itself and subscribes again on every connect, so it outlives a broker restart.
 """
@@ -50,7 +51,9 @@ class MqttProbe:
         protocol: str = "5",
         tls: tuple[str, str, str] | None = None,
         auth: tuple[str, str] | None = None,
+        root: str | None = None,
     ) -> None:
+        self.root = root  # the device's topic root (`a2a/<device_id>`), for turn()
         self._topics = topics
         self._messages: list[Message] = []
         self._cond = threading.Condition()
@@ -125,6 +128,21 @@ class MqttProbe:
                 seen = [m.topic for m in self._messages]
                 raise TimeoutError(f"nothing matching on {topic} within {timeout_s}s; saw {seen}")
             return found
+
+    def turn(self, turn_id: str, text: str, *, timeout_s: float = 10.0, **fields: Any) -> Any:
+        """Publish `root/turn/request` and return the body of the `root/turn/response` that
+        answers it (same turn_id). `fields` go into the request as they are (session_id,
+        device_context, ...). The probe must be subscribed to the response topic."""
+        if self.root is None:
+            raise ValueError("turn() needs the device's topic root: MqttProbe(..., root=...)")
+        self.publish(
+            f"{self.root}/turn/request", {"turn_id": turn_id, "recognized_text": text, **fields}
+        )
+        return self.wait_for(
+            f"{self.root}/turn/response",
+            lambda body: body.get("turn_id") == turn_id,
+            timeout_s=timeout_s,
+        )
 
     def messages(self, topic: str) -> list[Any]:
         with self._cond:

@@ -1,18 +1,22 @@
 """Fixtures every test module may use: a private broker, the sim cloud, the runtime as a real
-process, and an MQTT probe. Nothing here talks to the shared broker on 1883."""
+process, an MQTT probe, read-only queries on the runtime's state DB. Nothing here talks to the
+shared broker on 1883."""
 
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import closing
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 
 from a2a_common.clock import iso
+from edge.config import Settings
 from sim.broker import Mosquitto
 from sim.cloud import SimCloud
 from sim.devices import DeviceAgents
@@ -43,12 +47,17 @@ def cloud() -> Iterator[SimCloud]:
     server.stop()
 
 
+def state_dir(tmp_path: Path) -> Path:
+    """Where the runtime a test starts keeps its state."""
+    return tmp_path / "state"
+
+
 def runtime_config(
     tmp_path: Path, broker: Mosquitto, cloud_url: str, **sections: dict[str, Any]
 ) -> Path:
     values: dict[str, Any] = {
         "device_id": DEVICE,
-        "state_dir": str(tmp_path / "state"),
+        "state_dir": str(state_dir(tmp_path)),
         "mqtt": {"port": broker.port, "reconnect_min_s": 0.5, "reconnect_max_s": 1},
         "cloud": {"base_url": cloud_url, "turn_deadline_s": 2.0},
         "log": {"level": "DEBUG"},
@@ -98,9 +107,34 @@ def runtime_factory(tmp_path: Path, broker: Mosquitto, cloud: SimCloud) -> Itera
 
 @pytest.fixture
 def probe(broker: Mosquitto) -> Iterator[MqttProbe]:
-    client = MqttProbe(broker.port, [f"{ROOT}/#"])
+    client = MqttProbe(broker.port, [f"{ROOT}/#"], root=ROOT)
     yield client
     client.close()
+
+
+Row = tuple[Any, ...]
+
+
+def read_rows(db: Path, sql: str, params: Sequence[Any] = ()) -> list[Row]:
+    """The rows `sql` returns from the SQLite file `db`, opened read-only (the runtime may be
+    writing it: WAL lets both proceed)."""
+    with closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
+        return conn.execute(sql, params).fetchall()
+
+
+class StateRows(Protocol):
+    def __call__(self, sql: str, params: Sequence[Any] = ()) -> list[Row]: ...
+
+
+@pytest.fixture
+def state_rows(tmp_path: Path) -> StateRows:
+    """`state_rows(sql, params=())`: the rows of a read-only query on this test's state DB."""
+    db = Settings(state_dir=str(state_dir(tmp_path))).state_db_path
+
+    def rows(sql: str, params: Sequence[Any] = ()) -> list[Row]:
+        return read_rows(db, sql, params)
+
+    return rows
 
 
 @pytest.fixture

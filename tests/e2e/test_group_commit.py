@@ -5,14 +5,12 @@ every good one is applied once."""
 from __future__ import annotations
 
 import json
-import sqlite3
 import urllib.request
-from pathlib import Path
 
 from sim.broker import Mosquitto, free_port
 from sim.devices import Behavior, DeviceAgents
 from sim.probe import MqttProbe
-from tests.conftest import ROOT, RuntimeFactory, eventually
+from tests.conftest import ROOT, RuntimeFactory, StateRows, eventually
 
 EVENTS = f"{ROOT}/workflow/event"
 
@@ -29,7 +27,7 @@ def one_step(n: int) -> bytes:
 
 
 def test_a_burst_goes_in_group_commits_and_refusals_stay_alone(
-    tmp_path: Path, broker: Mosquitto, runtime_factory: RuntimeFactory, probe: MqttProbe
+    state_rows: StateRows, broker: Mosquitto, runtime_factory: RuntimeFactory, probe: MqttProbe
 ) -> None:
     port = free_port()
     runtime_factory(metrics={"enabled": True, "port": port})
@@ -72,15 +70,9 @@ def test_a_burst_goes_in_group_commits_and_refusals_stay_alone(
         assert batches < taken  # some commits carried more than one message
     finally:
         agents.close()
-    conn = sqlite3.connect(f"file:{tmp_path / 'state' / 'state.db'}?mode=ro", uri=True)
-    try:
-        done = conn.execute(
-            "SELECT count(*) FROM workflows WHERE status = 'completed'"
-            " AND workflow_id LIKE 'wf-burst-%'"
-        ).fetchone()[0]
-        stray_marks = conn.execute(
-            "SELECT count(*) FROM inbox_seen WHERE key LIKE '%wf-none-%'"
-        ).fetchone()[0]
-    finally:
-        conn.close()
+    done = state_rows(
+        "SELECT count(*) FROM workflows WHERE status = 'completed'"
+        " AND workflow_id LIKE 'wf-burst-%'"
+    )[0][0]
+    stray_marks = state_rows("SELECT count(*) FROM inbox_seen WHERE key LIKE '%wf-none-%'")[0][0]
     assert done == 60 and stray_marks == 0

@@ -9,7 +9,7 @@ from typing import Any
 
 from sim.cloud import SimCloud
 from sim.probe import MqttProbe
-from tests.conftest import ROOT, RuntimeFactory, eventually
+from tests.conftest import RuntimeFactory, eventually
 
 
 def cli(*args: str) -> Any:
@@ -24,16 +24,14 @@ def test_snapshot_cli_is_what_the_next_turn_sends(
     runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe
 ) -> None:
     runtime = runtime_factory()
-    probe.publish(f"{ROOT}/turn/request", {"turn_id": "t-1", "recognized_text": "안녕"})
-    probe.wait_for(f"{ROOT}/turn/response", lambda b: b.get("turn_id") == "t-1")
+    probe.turn("t-1", "안녕")
 
     printed = json.loads(cli("memory", "snapshot", "--json", "--config", str(runtime.config)))
     assert printed["bytes"] == len(
         json.dumps(printed["snapshot"], ensure_ascii=False, separators=(",", ":")).encode()
     )
 
-    probe.publish(f"{ROOT}/turn/request", {"turn_id": "t-2", "recognized_text": "고마워"})
-    probe.wait_for(f"{ROOT}/turn/response", lambda b: b.get("turn_id") == "t-2")
+    probe.turn("t-2", "고마워")
     sent = cloud.requests("/v1/a2a/turn")[-1]["body"]["voice_context"]["memory_snapshot"]
     assert sent == printed["snapshot"]
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -11,25 +10,9 @@ from typing import Any
 
 from sim.cloud import SimCloud
 from sim.probe import MqttProbe
-from tests.conftest import ROOT, RuntimeFactory, eventually
+from tests.conftest import ROOT, RuntimeFactory, StateRows, eventually
 
 SECRET = "우리 집 현관 비밀번호는 장미꽃 이천이십육이야"
-TURN_REQ, TURN_RESP = f"{ROOT}/turn/request", f"{ROOT}/turn/response"
-
-
-def pair_of(tmp_path: Path, turn_id: str) -> str:
-    conn = sqlite3.connect(f"file:{tmp_path / 'state' / 'state.db'}?mode=ro", uri=True)
-    try:
-        return str(
-            conn.execute("SELECT pair_id FROM pairs WHERE turn_id = ?", [turn_id]).fetchone()[0]
-        )
-    finally:
-        conn.close()
-
-
-def say(probe: MqttProbe, turn_id: str, text: str) -> Any:
-    probe.publish(TURN_REQ, {"turn_id": turn_id, "recognized_text": text})
-    return probe.wait_for(TURN_RESP, lambda b: b.get("turn_id") == turn_id)
 
 
 def residue(tmp_path: Path, needles: list[bytes]) -> list[str]:
@@ -41,12 +24,16 @@ def residue(tmp_path: Path, needles: list[bytes]) -> list[str]:
 
 
 def test_forgotten_words_leave_no_residue(
-    tmp_path: Path, runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe
+    tmp_path: Path,
+    state_rows: StateRows,
+    runtime_factory: RuntimeFactory,
+    cloud: SimCloud,
+    probe: MqttProbe,
 ) -> None:
     runtime_factory()  # log level DEBUG: the strictest place to look
-    say(probe, "t-secret", SECRET)
-    say(probe, "t-other", "안녕")
-    pair = pair_of(tmp_path, "t-secret")
+    probe.turn("t-secret", SECRET)
+    probe.turn("t-other", "안녕")
+    pair = state_rows("SELECT pair_id FROM pairs WHERE turn_id = ?", ["t-secret"])[0][0]
     needles = [SECRET.encode(), "장미꽃".encode()]
     assert residue(tmp_path, needles)  # it is there before the forget
     probe.publish(f"{ROOT}/memory/forget", {"request_id": "f-1", "scope": "pair", "id": pair})
@@ -78,23 +65,21 @@ def test_forgotten_words_leave_no_residue(
 
 
 def test_forget_while_offline_the_pair_never_leaves_the_device(
-    tmp_path: Path, runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe
+    state_rows: StateRows, runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe
 ) -> None:
     runtime_factory(sync={"deadline_s": 1.0, "max_backoff_s": 30.0})
     cloud.set_faults(drop=True)
-    assert say(probe, "t-off", SECRET)["status"] == "offline"
-    pair = pair_of(tmp_path, "t-off")
+    assert probe.turn("t-off", SECRET)["status"] == "offline"
+    pair = state_rows("SELECT pair_id FROM pairs WHERE turn_id = ?", ["t-off"])[0][0]
     # the replayer has tried once and is backing off: the cloud is away, not just slow
     eventually(lambda: any(r["body"]["writes"] for r in cloud.requests("/v1/a2a/memory/sync")))
     probe.publish(f"{ROOT}/memory/forget", {"request_id": "f-2", "scope": "pair", "id": pair})
     result = probe.wait_for(f"{ROOT}/memory/forget/result", lambda b: b.get("request_id") == "f-2")
     assert result["removed"]["outbox"] == 1  # the unsent pair write was dropped
-    conn = sqlite3.connect(f"file:{tmp_path / 'state' / 'state.db'}?mode=ro", uri=True)
-    left = conn.execute("SELECT kind, payload FROM sync_outbox").fetchall()
-    conn.close()
+    left = state_rows("SELECT kind, payload FROM sync_outbox")
     assert [k for k, _ in left] == ["memory_deletion"], left
     cloud.set_faults()
-    assert say(probe, "t-back", "안녕")["status"] == "ok"
+    assert probe.turn("t-back", "안녕")["status"] == "ok"
     eventually(lambda: any(w["kind"] == "memory_deletion" for w in cloud.synced()))
     pairs = eventually(
         lambda: [
@@ -121,7 +106,7 @@ def test_cli_forget_and_revoke_with_and_without_the_service(
 ) -> None:
     runtime = runtime_factory()
     config = str(runtime.config)
-    say(probe, "t-1", "안녕")
+    probe.turn("t-1", "안녕")
 
     def cli(*args: str) -> Any:
         done = subprocess.run(

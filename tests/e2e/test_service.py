@@ -13,7 +13,7 @@ from pathlib import Path
 from sim.cloud import SimCloud
 from sim.probe import MqttProbe
 from sim.processes import RuntimeProcess
-from tests.conftest import ROOT, RuntimeFactory, eventually
+from tests.conftest import RuntimeFactory, eventually
 
 
 def watchdog_times(runtime: RuntimeProcess) -> list[float]:
@@ -66,21 +66,21 @@ def test_sighup_reloads_log_level_and_privacy(
         }
     )
 
-    def turn(turn_id: str) -> dict:  # type: ignore[type-arg]
-        probe.publish(f"{ROOT}/turn/request", {"turn_id": turn_id, "recognized_text": "안녕"})
-        probe.wait_for(f"{ROOT}/turn/response", lambda b: b.get("turn_id") == turn_id)
+    def snapshot_sent(turn_id: str) -> dict:  # type: ignore[type-arg]
+        """The memory snapshot the runtime sent the cloud for this turn."""
+        probe.turn(turn_id, "안녕")
         body = cloud.requests("/v1/a2a/turn")[-1]["body"]
         return body["voice_context"]["memory_snapshot"]  # type: ignore[no-any-return]
 
-    turn("t-1")
+    snapshot_sent("t-1")
     eventually(lambda: cloud.synced())  # the pair went up, the update came down
-    assert turn("t-2")["long_term"]["profile_items"] == []  # health is not consented
+    assert snapshot_sent("t-2")["long_term"]["profile_items"] == []  # health is not consented
     config = runtime.config.read_text().replace('level = "INFO"', 'level = "DEBUG"')
     runtime.config.write_text(config + '\n[privacy]\nconsented_categories = ["health"]\n')
     assert runtime.proc is not None
     runtime.proc.send_signal(signal.SIGHUP)
     eventually(lambda: "reloaded: log level DEBUG" in runtime.log())
-    items = turn("t-3")["long_term"]["profile_items"]
+    items = snapshot_sent("t-3")["long_term"]["profile_items"]
     assert items == [{"key": "blood_pressure", "value": "high", "category": "health"}]
 
 
@@ -131,8 +131,7 @@ def test_metrics_endpoint_when_enabled(runtime_factory: RuntimeFactory, probe: M
 
     port = free_port()
     runtime_factory(metrics={"enabled": True, "port": port})
-    probe.publish(f"{ROOT}/turn/request", {"turn_id": "t-m", "recognized_text": "안녕"})
-    probe.wait_for(f"{ROOT}/turn/response", lambda b: b.get("turn_id") == "t-m")
+    probe.turn("t-m", "안녕")
 
     def scrape() -> str:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
@@ -163,8 +162,7 @@ def test_json_logs_are_one_object_a_line_without_user_words(
     runtime_factory: RuntimeFactory, probe: MqttProbe
 ) -> None:
     runtime = runtime_factory(log={"format": "json", "level": "DEBUG"})
-    probe.publish(f"{ROOT}/turn/request", {"turn_id": "t-j", "recognized_text": "비밀 일기장 내용"})
-    probe.wait_for(f"{ROOT}/turn/response", lambda b: b.get("turn_id") == "t-j")
+    probe.turn("t-j", "비밀 일기장 내용")
     runtime.terminate()
     entries = [json.loads(line) for line in runtime.log().splitlines() if line.strip()]
     assert entries and all({"ts", "level", "logger", "msg"} <= e.keys() for e in entries)

@@ -17,20 +17,12 @@ TURN_REQ = f"{ROOT}/turn/request"
 TURN_RESP = f"{ROOT}/turn/response"
 
 
-def ask(probe: MqttProbe, turn_id: str, timeout_s: float = 10.0) -> dict[str, str]:
-    probe.publish(TURN_REQ, {"turn_id": turn_id, "recognized_text": "안녕"})
-    reply: dict[str, str] = probe.wait_for(
-        TURN_RESP, lambda b: b.get("turn_id") == turn_id, timeout_s=timeout_s
-    )
-    return reply
-
-
 @pytest.mark.parametrize("protocol", ["5", "3.1.1"])
 def test_turn_sent_while_the_runtime_is_down_is_answered_after_restart(
     runtime_factory: RuntimeFactory, probe: MqttProbe, protocol: str
 ) -> None:
     runtime = runtime_factory(mqtt={"protocol": protocol})
-    assert ask(probe, "t-before")["status"] == "ok"
+    assert probe.turn("t-before", "안녕")["status"] == "ok"
     assert runtime.terminate() == 0
     probe.publish(TURN_REQ, {"turn_id": "t-while-down", "recognized_text": "안녕"})
     runtime.start()
@@ -42,7 +34,7 @@ def test_runtime_resubscribes_when_the_broker_forgot_its_session(
     tmp_path: Path, runtime_factory: RuntimeFactory, broker: Mosquitto, probe: MqttProbe
 ) -> None:
     runtime_factory()
-    assert ask(probe, "t-1")["status"] == "ok"
+    assert probe.turn("t-1", "안녕")["status"] == "ok"
     connects = probe.connects
     broker.kill()
     broker.persistence = False
@@ -55,7 +47,7 @@ def test_runtime_resubscribes_when_the_broker_forgot_its_session(
         watcher.wait_for(f"{ROOT}/runtime/status", lambda b: b.get("state") == "online", 15)
     finally:
         watcher.close()
-    assert ask(probe, "t-2")["status"] == "ok"
+    assert probe.turn("t-2", "안녕")["status"] == "ok"
 
 
 def test_watchdog_pings_while_the_loop_turns(

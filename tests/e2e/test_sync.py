@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from pathlib import Path
 from typing import Any
@@ -11,27 +10,11 @@ from typing import Any
 from sim.cloud import SimCloud
 from sim.devices import Behavior, DeviceAgents
 from sim.probe import MqttProbe
-from tests.conftest import ROOT, RuntimeFactory, eventually
+from tests.conftest import RuntimeFactory, StateRows, eventually
 from tests.taskmanager.helpers import MOVE_PURIFY
 
-TURN_REQ, TURN_RESP = f"{ROOT}/turn/request", f"{ROOT}/turn/response"
 SYNC_PATH = "/v1/a2a/memory/sync"
 FAST = {"deadline_s": 1.0, "max_backoff_s": 0.3}
-
-
-def db_rows(tmp_path: Path, sql: str) -> list[tuple[Any, ...]]:
-    conn = sqlite3.connect(f"file:{tmp_path / 'state' / 'state.db'}?mode=ro", uri=True)
-    try:
-        return conn.execute(sql).fetchall()
-    finally:
-        conn.close()
-
-
-def turn(probe: MqttProbe, turn_id: str, text: str) -> tuple[Any, float]:
-    t0 = time.monotonic()
-    probe.publish(TURN_REQ, {"turn_id": turn_id, "recognized_text": text})
-    reply = probe.wait_for(TURN_RESP, lambda b: b.get("turn_id") == turn_id)
-    return reply, time.monotonic() - t0
 
 
 def offline_turns(
@@ -45,7 +28,9 @@ def offline_turns(
     took = []
     for n in range(count):
         text = f"{n}번째 말 {marker}" if n == marker_at else f"{n}번째 말"
-        reply, seconds = turn(probe, f"{prefix}-{n:03d}", text)
+        t0 = time.monotonic()
+        reply = probe.turn(f"{prefix}-{n:03d}", text)
+        seconds = time.monotonic() - t0
         assert reply["status"] == "offline", reply
         took.append(seconds)
     return took
@@ -65,7 +50,7 @@ def test_cloud_down_for_50_turns_then_up(
     assert sorted(took)[len(took) // 2] < 0.5
     assert synced_turns(cloud) == []
     cloud.set_faults()  # back; the replayer is deep in a 60 s backoff ...
-    reply, _ = turn(probe, "back", "안녕")  # ... and a turn proves the cloud is back
+    reply = probe.turn("back", "안녕")  # ... and a turn proves the cloud is back
     assert reply["status"] == "ok"
     expected = [f"off-{n:03d}" for n in range(50)] + ["back"]
     eventually(lambda: synced_turns(cloud) == expected, 10)
@@ -73,7 +58,7 @@ def test_cloud_down_for_50_turns_then_up(
 
 
 def test_conflict_mid_replay_applies_updates_and_loses_nothing(
-    tmp_path: Path, runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe
+    state_rows: StateRows, runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe
 ) -> None:
     runtime_factory(sync={**FAST, "batch_size": 5})
     cloud.set_faults(drop=True)
@@ -101,14 +86,18 @@ def test_conflict_mid_replay_applies_updates_and_loses_nothing(
     eventually(lambda: len(synced_turns(cloud)) == 12, 15)
     assert synced_turns(cloud) == [f"off-{n:03d}" for n in range(12)]
     assert cloud.state.duplicates == 0
-    items = db_rows(tmp_path, "SELECT key, value, status FROM profile_items")
+    items = state_rows("SELECT key, value, status FROM profile_items")
     assert items == [("preferred_room", '"거실"', "confirmed")]
-    assert db_rows(tmp_path, "SELECT day FROM daily_summaries") == [("2026-06-24",)]
-    eventually(lambda: db_rows(tmp_path, "SELECT count(*) FROM sync_outbox") == [(0,)])
+    assert state_rows("SELECT day FROM daily_summaries") == [("2026-06-24",)]
+    eventually(lambda: state_rows("SELECT count(*) FROM sync_outbox") == [(0,)])
 
 
 def _poison(
-    tmp_path: Path, runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe, mode: str
+    state_rows: StateRows,
+    runtime_factory: RuntimeFactory,
+    cloud: SimCloud,
+    probe: MqttProbe,
+    mode: str,
 ) -> None:
     runtime_factory(sync=FAST)
     cloud.set_faults(drop=True)
@@ -117,25 +106,25 @@ def _poison(
     cloud.set_faults()
     expected = [f"off-{n:03d}" for n in range(300) if n != 150]
     eventually(lambda: synced_turns(cloud) == expected, 30)
-    dead = eventually(lambda: db_rows(tmp_path, "SELECT payload, reason FROM sync_dead"))
+    dead = eventually(lambda: state_rows("SELECT payload, reason FROM sync_dead"))
     assert len(dead) == 1 and json.loads(dead[0][0])["turn_id"] == "off-150"
-    eventually(lambda: db_rows(tmp_path, "SELECT count(*) FROM sync_outbox") == [(0,)])
+    eventually(lambda: state_rows("SELECT count(*) FROM sync_outbox") == [(0,)])
 
 
 def test_one_rejected_write_among_300(
-    tmp_path: Path, runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe
+    state_rows: StateRows, runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe
 ) -> None:
-    _poison(tmp_path, runtime_factory, cloud, probe, "rejected")
+    _poison(state_rows, runtime_factory, cloud, probe, "rejected")
 
 
 def test_one_write_that_fails_its_whole_batch_among_300(
-    tmp_path: Path, runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe
+    state_rows: StateRows, runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe
 ) -> None:
-    _poison(tmp_path, runtime_factory, cloud, probe, "http422")
+    _poison(state_rows, runtime_factory, cloud, probe, "http422")
 
 
 def test_sigkill_while_a_batch_is_in_flight(
-    tmp_path: Path, runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe
+    state_rows: StateRows, runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe
 ) -> None:
     runtime = runtime_factory(sync=FAST)
     cloud.set_faults(drop=True)
@@ -149,7 +138,7 @@ def test_sigkill_while_a_batch_is_in_flight(
     eventually(lambda: synced_turns(cloud) == expected, 15)
     eventually(lambda: cloud.state.duplicates >= 1, 10)  # the slow copy lands: not re-applied
     assert sorted(cloud.state.applied.values()) == [1] * len(cloud.state.applied)
-    eventually(lambda: db_rows(tmp_path, "SELECT count(*) FROM sync_outbox") == [(0,)])
+    eventually(lambda: state_rows("SELECT count(*) FROM sync_outbox") == [(0,)])
 
 
 def test_stop_and_dock_intents_work_with_the_cloud_down(
@@ -162,10 +151,10 @@ def test_stop_and_dock_intents_work_with_the_cloud_down(
         assistant_text="안방으로 갈게요.",
         device_workflow_requests=[MOVE_PURIFY],
     )
-    assert turn(probe, "go", "안방으로 가서 청정해줘")[0]["workflow_ids"] == ["wf-1"]
+    assert probe.turn("go", "안방으로 가서 청정해줘")["workflow_ids"] == ["wf-1"]
     devices.wait_for(lambda d: "wf-1:step_move" in d.tasks)
     cloud.set_faults(drop=True)
-    stop, _ = turn(probe, "stop", "멈춰!")
+    stop = probe.turn("stop", "멈춰!")
     assert stop["status"] == "offline" and stop["route_family"] == "LOCAL"
     assert stop["assistant_text"] == "알겠어요, 멈출게요."
     devices.wait_for(
@@ -173,7 +162,7 @@ def test_stop_and_dock_intents_work_with_the_cloud_down(
             {"task_id": "wf-1:step_move", "workflow_id": "wf-1", "reason": "user"} in d.cancels
         )
     )
-    dock, _ = turn(probe, "dock", "이제 충전하러 가")
+    dock = probe.turn("dock", "이제 충전하러 가")
     assert dock["status"] == "offline" and len(dock["workflow_ids"]) == 1
     devices.wait_for(
         lambda d: any(
@@ -181,7 +170,7 @@ def test_stop_and_dock_intents_work_with_the_cloud_down(
             for t in d.tasks
         )
     )
-    other, _ = turn(probe, "chat", "오늘 날씨 어때?")
+    other = probe.turn("chat", "오늘 날씨 어때?")
     assert (
         other["status"] == "offline" and other["route_family"] == "" and other["workflow_ids"] == []
     )

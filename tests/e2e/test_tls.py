@@ -144,12 +144,12 @@ def test_mutual_tls_with_a_password(
         [f"{ROOT}/#"],
         auth=("robot", "s3cret-pw"),
         tls=(str(pki / "ca.crt"), str(pki / "client.crt"), str(pki / "client.key")),
+        root=ROOT,
     )
     try:
         proc.start()
         probe.wait_for(f"{ROOT}/runtime/status", lambda b: b.get("state") == "online")
-        probe.publish(f"{ROOT}/turn/request", {"turn_id": "t-tls", "recognized_text": "안녕"})
-        reply = probe.wait_for(f"{ROOT}/turn/response", lambda b: b.get("turn_id") == "t-tls")
+        reply = probe.turn("t-tls", "안녕")
         assert reply["status"] == "ok"
         assert "s3cret-pw" not in proc.log()
     finally:

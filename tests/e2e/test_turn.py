@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import json
-import sqlite3
-from pathlib import Path
 from typing import Any
 
 from sim.broker import Mosquitto, free_port
 from sim.cloud import SimCloud
 from sim.probe import MqttProbe
-from tests.conftest import ROOT, RuntimeFactory, eventually
+from tests.conftest import ROOT, RuntimeFactory, StateRows, eventually
 
 TURN_PATH = "/v1/a2a/turn"
 TURN_REQ = f"{ROOT}/turn/request"
@@ -19,32 +17,19 @@ ERRORS = f"{ROOT}/runtime/error"
 STATUS = f"{ROOT}/runtime/status"
 
 
-def rows(tmp_path: Path, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-    conn = sqlite3.connect(f"file:{tmp_path / 'state' / 'state.db'}?mode=ro", uri=True)
-    try:
-        return conn.execute(sql, params).fetchall()
-    finally:
-        conn.close()
-
-
-def ask(probe: MqttProbe, turn_id: str, text: str, **extra: Any) -> Any:
-    probe.publish(TURN_REQ, {"turn_id": turn_id, "recognized_text": text, **extra})
-    return probe.wait_for(TURN_RESP, lambda b: b.get("turn_id") == turn_id)
-
-
 def test_turn_end_to_end(
-    tmp_path: Path, runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe
+    state_rows: StateRows, runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe
 ) -> None:
     runtime_factory()
     probe.wait_for(STATUS, lambda b: b.get("state") == "online")
     probe.publish(f"{ROOT}/device/context", {"current_room": "거실", "battery": 82}, retain=True)
 
-    first = ask(probe, "t-1", "안녕", session_id="session-abc")
+    first = probe.turn("t-1", "안녕", session_id="session-abc")
     assert first["status"] == "ok"
     assert first["route_family"] == "DEF"
     assert first["assistant_text"] == "안녕하세요! 무엇을 도와드릴까요?"
     assert first["workflow_ids"] == []
-    second = ask(probe, "t-2", "오늘 날씨 어때?", device_context={"battery": 50})
+    second = probe.turn("t-2", "오늘 날씨 어때?", device_context={"battery": 50})
     assert second["status"] == "ok"
 
     bodies = [r["body"] for r in cloud.requests("/v1/a2a/turn")]
@@ -77,16 +62,16 @@ def test_turn_end_to_end(
     )
     assert len(json.dumps(snapshot, ensure_ascii=False, separators=(",", ":"))) <= 4096
 
-    pairs = rows(tmp_path, "SELECT turn_id, user_text, status FROM pairs ORDER BY created_at")
+    pairs = state_rows("SELECT turn_id, user_text, status FROM pairs ORDER BY created_at")
     assert pairs == [("t-1", "안녕", "ok"), ("t-2", "오늘 날씨 어때?", "ok")]
     # each answered turn owes the cloud its pair; the replayer delivers both, in order
     eventually(lambda: [w["payload"]["turn_id"] for w in cloud.synced()] == ["t-1", "t-2"])
     # each reply's row leaves the outbox once the broker PUBACKs it
-    assert eventually(lambda: rows(tmp_path, "SELECT count(*) FROM mqtt_outbox") == [(0,)], 5.0)
+    assert eventually(lambda: state_rows("SELECT count(*) FROM mqtt_outbox") == [(0,)], 5.0)
 
 
 def test_bad_input_is_refused_and_runtime_keeps_answering(
-    tmp_path: Path, runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe
+    state_rows: StateRows, runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe
 ) -> None:
     runtime_factory()
     probe.wait_for(STATUS, lambda b: b.get("state") == "online")
@@ -106,50 +91,50 @@ def test_bad_input_is_refused_and_runtime_keeps_answering(
     assert "turn_id" in refusal("invalid_field")["detail"]
     refusal("not_an_object")
 
-    reply = ask(probe, "t-after", "안녕")
+    reply = probe.turn("t-after", "안녕")
     assert reply["status"] == "ok"
-    assert rows(tmp_path, "SELECT turn_id FROM pairs") == [("t-after",)]
+    assert state_rows("SELECT turn_id FROM pairs") == [("t-after",)]
     assert len(cloud.requests("/v1/a2a/turn")) == 1
 
 
 def test_redelivered_turn_is_applied_once(
-    tmp_path: Path, runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe
+    state_rows: StateRows, runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe
 ) -> None:
     runtime_factory()
-    ask(probe, "t-dup", "안녕")
-    ask(probe, "t-next", "안녕")  # ordered after any second answer to t-dup
+    probe.turn("t-dup", "안녕")
+    probe.turn("t-next", "안녕")  # ordered after any second answer to t-dup
     probe.publish(TURN_REQ, {"turn_id": "t-dup", "recognized_text": "안녕"})
-    ask(probe, "t-last", "안녕")
+    probe.turn("t-last", "안녕")
     assert len(probe.messages(TURN_RESP)) == 3
     assert len(cloud.requests("/v1/a2a/turn")) == 3
-    assert rows(tmp_path, "SELECT count(*) FROM pairs WHERE turn_id = 't-dup'") == [(1,)]
+    assert state_rows("SELECT count(*) FROM pairs WHERE turn_id = 't-dup'") == [(1,)]
 
 
 def test_cloud_down_answers_offline_and_keeps_the_utterance(
-    tmp_path: Path, runtime_factory: RuntimeFactory, probe: MqttProbe
+    state_rows: StateRows, runtime_factory: RuntimeFactory, probe: MqttProbe
 ) -> None:
     runtime_factory(cloud_url=f"http://127.0.0.1:{free_port()}", cloud={"turn_deadline_s": 1.0})
-    reply = ask(probe, "t-off", "거실 청정해줘")
+    reply = probe.turn("t-off", "거실 청정해줘")
     assert reply["status"] == "offline"
     assert reply["error"].startswith("cloud_unavailable")
     assert reply["assistant_text"]
-    assert rows(tmp_path, "SELECT user_text, assistant_text, status FROM pairs") == [
+    assert state_rows("SELECT user_text, assistant_text, status FROM pairs") == [
         ("거실 청정해줘", "", "offline")
     ]
 
 
 def test_cloud_garbage_answers_error_and_keeps_the_utterance(
-    tmp_path: Path, runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe
+    state_rows: StateRows, runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe
 ) -> None:
     runtime_factory()
     cloud.set_faults(malformed=True, times=1, path=TURN_PATH)
-    reply = ask(probe, "t-bad", "안녕")
+    reply = probe.turn("t-bad", "안녕")
     assert reply["status"] == "error"
     assert "not JSON" in reply["error"]
     cloud.set_faults(status=400, times=1, path=TURN_PATH)
-    assert ask(probe, "t-400", "안녕")["status"] == "error"
+    assert probe.turn("t-400", "안녕")["status"] == "error"
     assert len(cloud.requests("/v1/a2a/turn")) == 2  # a 4xx is not retried
-    assert rows(tmp_path, "SELECT turn_id, status FROM pairs ORDER BY created_at") == [
+    assert state_rows("SELECT turn_id, status FROM pairs ORDER BY created_at") == [
         ("t-bad", "error"),
         ("t-400", "error"),
     ]
@@ -160,7 +145,7 @@ def test_cloud_5xx_is_retried_within_the_deadline(
 ) -> None:
     runtime_factory()
     cloud.set_faults(status=503, times=1, path=TURN_PATH)
-    assert ask(probe, "t-retry", "안녕")["status"] == "ok"
+    assert probe.turn("t-retry", "안녕")["status"] == "ok"
     assert len(cloud.requests("/v1/a2a/turn")) == 2  # a turn tries twice: the user waits
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -12,39 +11,22 @@ from typing import Any
 from sim.cloud import SimCloud
 from sim.devices import Behavior, DeviceAgents
 from sim.probe import MqttProbe
-from tests.conftest import ROOT, RuntimeFactory, eventually
+from tests.conftest import ROOT, RuntimeFactory, StateRows, eventually
 from tests.taskmanager.helpers import MOVE_PURIFY
 
-TURN_REQ, TURN_RESP = f"{ROOT}/turn/request", f"{ROOT}/turn/response"
 EVENTS = f"{ROOT}/workflow/event"
 MOVE, PURIFY = "wf-seed:step_move", "wf-seed:step_purify"
 
 SEED_WORKFLOW = {**MOVE_PURIFY, "workflow_id": "wf-seed"}
 
 
-def db_rows(tmp_path: Path, sql: str) -> list[tuple[Any, ...]]:
-    conn = sqlite3.connect(f"file:{tmp_path / 'state' / 'state.db'}?mode=ro", uri=True)
-    try:
-        return conn.execute(sql).fetchall()
-    finally:
-        conn.close()
-
-
-def say(
-    probe: MqttProbe,
-    cloud: SimCloud,
-    turn_id: str,
-    text: str,
-    workflow: dict[str, Any] | None = None,
-) -> Any:
-    if workflow is not None:
-        cloud.script_turn(
-            route_family="ODL",
-            assistant_text="안방으로 이동해서 청정을 시작할게요.",
-            device_workflow_requests=[workflow],
-        )
-    probe.publish(TURN_REQ, {"turn_id": turn_id, "recognized_text": text})
-    return probe.wait_for(TURN_RESP, lambda b: b.get("turn_id") == turn_id)
+def plan(cloud: SimCloud, workflow: dict[str, Any]) -> None:
+    """The cloud answers the next turn with `workflow`."""
+    cloud.script_turn(
+        route_family="ODL",
+        assistant_text="안방으로 이동해서 청정을 시작할게요.",
+        device_workflow_requests=[workflow],
+    )
 
 
 def workflow_status(probe: MqttProbe, workflow_id: str, status: str, timeout_s: float = 10) -> Any:
@@ -56,14 +38,15 @@ def workflow_status(probe: MqttProbe, workflow_id: str, status: str, timeout_s: 
 
 
 def test_seed_scene_move_then_purify(
-    tmp_path: Path,
+    state_rows: StateRows,
     runtime_factory: RuntimeFactory,
     cloud: SimCloud,
     probe: MqttProbe,
     devices: DeviceAgents,
 ) -> None:
     runtime_factory()
-    reply = say(probe, cloud, "t-seed", "안방으로 가서 청정해줘", SEED_WORKFLOW)
+    plan(cloud, SEED_WORKFLOW)
+    reply = probe.turn("t-seed", "안방으로 가서 청정해줘")
     assert reply["status"] == "ok" and reply["workflow_ids"] == ["wf-seed"]
     assert reply["route_family"] == "ODL"
     done = workflow_status(probe, "wf-seed", "WORKFLOW_COMPLETED")
@@ -90,10 +73,10 @@ def test_seed_scene_move_then_purify(
         )
     )
 
-    state = dict(db_rows(tmp_path, "SELECT key, value FROM device_state"))
+    state = dict(state_rows("SELECT key, value FROM device_state"))
     assert json.loads(state["active_workflow_id"]) == ""  # cleared when it finished
     # the device's own observation: a move to 안방 then purification is a mention
-    items = db_rows(tmp_path, "SELECT key, value, status FROM profile_items")
+    items = state_rows("SELECT key, value, status FROM profile_items")
     assert items == [("preferred_room", '"안방"', "candidate")]
 
 
@@ -102,7 +85,8 @@ def test_pui_cancel_mid_move(
 ) -> None:
     devices.behaviors["mobility.move_to_room"] = Behavior("hold")
     runtime_factory()
-    say(probe, cloud, "t-pui", "안방으로 가서 청정해줘", SEED_WORKFLOW)
+    plan(cloud, SEED_WORKFLOW)
+    probe.turn("t-pui", "안방으로 가서 청정해줘")
     probe.wait_for(EVENTS, lambda b: b.get("task_id") == MOVE and b.get("status") == "RUNNING")
     probe.publish(f"{ROOT}/pui/event", {"event_id": "pui-1", "kind": "cancel"})
     ended = workflow_status(probe, "wf-seed", "WORKFLOW_CANCELLED")
@@ -129,7 +113,8 @@ def test_ack_timeout(
     runtime_factory()
     workflow = json.loads(json.dumps(SEED_WORKFLOW))
     workflow["steps"][0]["ack_timeout_s"] = 0.5
-    say(probe, cloud, "t-ack", "안방으로 가서 청정해줘", workflow)
+    plan(cloud, workflow)
+    probe.turn("t-ack", "안방으로 가서 청정해줘")
     timeout = probe.wait_for(
         EVENTS, lambda b: b.get("task_id") == MOVE and b.get("status") == "TIMEOUT"
     )
@@ -171,7 +156,8 @@ def test_failed_step_replanned(
             ],
         }
     )
-    say(probe, cloud, "t-replan", "안방으로 가서 청정해줘", SEED_WORKFLOW)
+    plan(cloud, SEED_WORKFLOW)
+    probe.turn("t-replan", "안방으로 가서 청정해줘")
     workflow_status(probe, "wf-seed", "WORKFLOW_COMPLETED")
     assert devices.order == [MOVE, "wf-seed:step_dock", "wf-seed:step_purify_here"]
     replaced = probe.wait_for(
@@ -227,7 +213,7 @@ def test_pushed_workflow_and_rejection(
 
 
 def test_sigkill_mid_workflow_then_restart(
-    tmp_path: Path,
+    state_rows: StateRows,
     runtime_factory: RuntimeFactory,
     cloud: SimCloud,
     probe: MqttProbe,
@@ -235,7 +221,8 @@ def test_sigkill_mid_workflow_then_restart(
 ) -> None:
     devices.behaviors["mobility.move_to_room"] = Behavior("hold")
     runtime = runtime_factory()
-    say(probe, cloud, "t-kill", "안방으로 가서 청정해줘", SEED_WORKFLOW)
+    plan(cloud, SEED_WORKFLOW)
+    probe.turn("t-kill", "안방으로 가서 청정해줘")
     devices.wait_for(lambda d: MOVE in d.tasks and d.tasks[MOVE].last is not None)
     runtime.kill()
     devices.complete(MOVE)  # the move finishes while the runtime is down
@@ -243,7 +230,7 @@ def test_sigkill_mid_workflow_then_restart(
     workflow_status(probe, "wf-seed", "WORKFLOW_COMPLETED", timeout_s=15)
     assert devices.order == [MOVE, PURIFY]
     assert devices.deliveries()[PURIFY] == 1
-    status = db_rows(tmp_path, "SELECT status FROM workflows WHERE workflow_id = 'wf-seed'")
+    status = state_rows("SELECT status FROM workflows WHERE workflow_id = 'wf-seed'")
     assert status == [("completed",)]
 
 
@@ -263,7 +250,8 @@ def test_workflows_cli_list_trace_and_cancel(
     devices.behaviors["mobility.move_to_room"] = Behavior("hold")
     runtime = runtime_factory()
     config = str(runtime.config)
-    say(probe, cloud, "t-cli", "안방으로 가서 청정해줘", SEED_WORKFLOW)
+    plan(cloud, SEED_WORKFLOW)
+    probe.turn("t-cli", "안방으로 가서 청정해줘")
     probe.wait_for(EVENTS, lambda b: b.get("task_id") == MOVE and b.get("status") == "RUNNING")
 
     listed = json.loads(cli("workflows", "list", "--json", "--config", config).stdout)
@@ -289,7 +277,8 @@ def test_workflows_cli_list_trace_and_cancel(
 
     # with the service stopped, the CLI takes the DB itself; the cancel goes out on next start
     devices.behaviors["mobility.move_to_room"] = Behavior("hold")
-    say(probe, cloud, "t-cli-2", "안방으로 가서 청정해줘", {**SEED_WORKFLOW, "workflow_id": "wf-2"})
+    plan(cloud, {**SEED_WORKFLOW, "workflow_id": "wf-2"})
+    probe.turn("t-cli-2", "안방으로 가서 청정해줘")
     probe.wait_for(
         EVENTS, lambda b: b.get("task_id") == "wf-2:step_move" and b.get("status") == "RUNNING"
     )
@@ -305,7 +294,7 @@ def test_workflows_cli_list_trace_and_cancel(
 
 
 def test_terminal_reports_go_to_the_sync_outbox_when_the_cloud_is_away(
-    tmp_path: Path, runtime_factory: RuntimeFactory, probe: MqttProbe, devices: DeviceAgents
+    state_rows: StateRows, runtime_factory: RuntimeFactory, probe: MqttProbe, devices: DeviceAgents
 ) -> None:
     from sim.broker import free_port
 
@@ -326,7 +315,7 @@ def test_terminal_reports_go_to_the_sync_outbox_when_the_cloud_is_away(
     probe.publish(f"{ROOT}/workflow/request", pushed)
     workflow_status(probe, "wf-away", "WORKFLOW_COMPLETED")  # the robot does not wait
     sql = "SELECT payload FROM sync_outbox WHERE kind = 'task_terminal'"
-    rows = eventually(lambda: len(db_rows(tmp_path, sql)) == 2 and db_rows(tmp_path, sql))
+    rows = eventually(lambda: len(state_rows(sql)) == 2 and state_rows(sql))
     statuses = sorted(json.loads(p)["event"]["status"] for (p,) in rows)
     assert statuses == ["COMPLETED", "WORKFLOW_COMPLETED"]
 
@@ -337,7 +326,8 @@ def test_duplicate_and_out_of_order_callbacks_and_device_context(
     devices.behaviors["mobility.move_to_room"] = Behavior("duplicate")
     devices.behaviors["air_purifier.start"] = Behavior("out_of_order")
     runtime_factory()
-    say(probe, cloud, "t-dup", "안방으로 가서 청정해줘", SEED_WORKFLOW)
+    plan(cloud, SEED_WORKFLOW)
+    probe.turn("t-dup", "안방으로 가서 청정해줘")
     workflow_status(probe, "wf-seed", "WORKFLOW_COMPLETED")
     move_events = [e["status"] for e in probe.messages(EVENTS) if e["task_id"] == MOVE]
     assert move_events.count("COMPLETED") == 1  # every callback came twice, applied once
@@ -353,7 +343,8 @@ def test_pui_button_press_from_the_simulator(
 ) -> None:
     devices.behaviors["mobility.move_to_room"] = Behavior("hold")
     runtime_factory()
-    say(probe, cloud, "t-btn", "안방으로 가서 청정해줘", SEED_WORKFLOW)
+    plan(cloud, SEED_WORKFLOW)
+    probe.turn("t-btn", "안방으로 가서 청정해줘")
     probe.wait_for(EVENTS, lambda b: b.get("task_id") == MOVE and b.get("status") == "RUNNING")
     devices.press_pui("wf-seed")
     assert workflow_status(probe, "wf-seed", "WORKFLOW_CANCELLED")["reason"] == "pui"

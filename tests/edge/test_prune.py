@@ -3,7 +3,6 @@ dedupe marks — pruned in bounded batches, active workflows never."""
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 import sqlite_utils
@@ -14,7 +13,7 @@ from edge.inbox import InboxDedupe
 from edge.schema import MIGRATIONS
 from sim.broker import Mosquitto
 from taskmanager.store import WorkflowStore
-from tests.conftest import RuntimeFactory, eventually
+from tests.conftest import RuntimeFactory, StateRows, eventually
 
 OLD, NEW = "2026-01-01T00:00:00.000Z", "2026-11-29T00:00:00.000Z"
 
@@ -70,7 +69,7 @@ def test_ended_workflows_and_old_marks_go_in_bounded_batches(tmp_path: Path) -> 
 
 
 def test_the_service_prunes_at_start(
-    tmp_path: Path, broker: Mosquitto, runtime_factory: RuntimeFactory
+    tmp_path: Path, state_rows: StateRows, broker: Mosquitto, runtime_factory: RuntimeFactory
 ) -> None:
     db = open_state_db(tmp_path / "state" / "state.db", MIGRATIONS)
     seed(db, running=False)
@@ -78,12 +77,8 @@ def test_the_service_prunes_at_start(
     runtime = runtime_factory()
 
     def left() -> tuple[list[str], list[str]]:
-        conn = sqlite3.connect(f"file:{tmp_path / 'state' / 'state.db'}?mode=ro", uri=True)
-        try:
-            workflows = sorted(r[0] for r in conn.execute("SELECT workflow_id FROM workflows"))
-            marks = sorted(r[0] for r in conn.execute("SELECT key FROM inbox_seen"))
-        finally:
-            conn.close()
+        workflows = sorted(r[0] for r in state_rows("SELECT workflow_id FROM workflows"))
+        marks = sorted(r[0] for r in state_rows("SELECT key FROM inbox_seen"))
         return workflows, marks
 
     eventually(lambda: left()[0] == ["wf-new-done"])

@@ -4,9 +4,7 @@ nothing lost."""
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -18,29 +16,14 @@ from sim.cloud import SimCloud
 from sim.devices import DeviceAgents
 from sim.probe import MqttProbe
 from sync.outbox import SyncOutbox
-from tests.conftest import ROOT, RuntimeFactory, eventually
+from tests.conftest import RuntimeFactory, StateRows, eventually
 
 TURN = "/v1/a2a/turn"
 FAST = {"deadline_s": 1.0, "max_backoff_s": 0.3}
 
 
-def say(probe: MqttProbe, turn_id: str, text: str = "안녕", timeout_s: float = 10) -> Any:
-    probe.publish(f"{ROOT}/turn/request", {"turn_id": turn_id, "recognized_text": text})
-    return probe.wait_for(
-        f"{ROOT}/turn/response", lambda b: b.get("turn_id") == turn_id, timeout_s=timeout_s
-    )
-
-
-def outbox_rows(tmp_path: Path) -> int:
-    conn = sqlite3.connect(f"file:{tmp_path / 'state' / 'state.db'}?mode=ro", uri=True)
-    try:
-        return int(conn.execute("SELECT count(*) FROM sync_outbox").fetchone()[0])
-    finally:
-        conn.close()
-
-
 def test_thousands_of_writes_after_a_long_outage(
-    tmp_path: Path, runtime_factory: RuntimeFactory, cloud: SimCloud
+    tmp_path: Path, state_rows: StateRows, runtime_factory: RuntimeFactory, cloud: SimCloud
 ) -> None:
     db = open_state_db(tmp_path / "state" / "state.db", MIGRATIONS)
     with db.atomic():  # what days offline leave behind
@@ -56,7 +39,7 @@ def test_thousands_of_writes_after_a_long_outage(
     eventually(lambda: len(cloud.synced()) == 3000, 60)
     assert [w["payload"]["turn_id"] for w in cloud.synced()] == [f"t{n}" for n in range(3000)]
     assert cloud.state.duplicates == 0
-    eventually(lambda: outbox_rows(tmp_path) == 0)
+    eventually(lambda: state_rows("SELECT count(*) FROM sync_outbox") == [(0,)])
 
 
 def test_slow_answers_beyond_the_deadline_then_normal(
@@ -64,9 +47,9 @@ def test_slow_answers_beyond_the_deadline_then_normal(
 ) -> None:
     runtime_factory(cloud={"turn_deadline_s": 1.0})
     cloud.set_faults(latency_s=3.0, times=2, path=TURN)
-    reply = say(probe, "t-slow")
+    reply = probe.turn("t-slow", "안녕")
     assert reply["status"] == "offline" and "within 1s" in reply["error"]
-    eventually(lambda: say(probe, f"t-{len(cloud.requests(TURN))}")["status"] == "ok", 15)
+    eventually(lambda: probe.turn(f"t-{len(cloud.requests(TURN))}", "안녕")["status"] == "ok", 15)
 
 
 def test_a_storm_of_conflicts_loses_nothing(
@@ -75,7 +58,7 @@ def test_a_storm_of_conflicts_loses_nothing(
     runtime_factory(sync=FAST)
     cloud.set_faults(drop=True)
     for n in range(5):
-        assert say(probe, f"c{n}")["status"] == "offline"
+        assert probe.turn(f"c{n}", "안녕")["status"] == "offline"
     cloud.script_sync(*[{"status": 409, "updates": {}} for _ in range(8)])
     cloud.set_faults()
     eventually(
@@ -93,7 +76,7 @@ def test_broken_sync_answers_are_retried(
 ) -> None:
     runtime_factory(sync=FAST)
     cloud.set_faults(malformed=True, times=3, path="/v1/a2a/memory/sync")
-    say(probe, "t-1")
+    probe.turn("t-1", "안녕")
     eventually(lambda: [w["payload"]["turn_id"] for w in cloud.synced()] == ["t-1"], 15)
 
 
@@ -147,11 +130,11 @@ def test_hostile_plans_are_refused_and_nothing_runs(
     cloud.script_turn(
         route_family="ODL", assistant_text="네", device_workflow_requests=BAD_PLANS[case]
     )
-    reply = say(probe, "t-bad")
+    reply = probe.turn("t-bad", "안녕")
     assert reply["status"] == "rejected" and reply["workflow_ids"] == []
     assert reply["error"]
     assert devices.order == []
-    assert say(probe, "t-next")["status"] == "ok"
+    assert probe.turn("t-next", "안녕")["status"] == "ok"
 
 
 def test_a_5mb_answer_is_refused(
@@ -159,6 +142,6 @@ def test_a_5mb_answer_is_refused(
 ) -> None:
     runtime_factory(cloud={"turn_deadline_s": 5.0})
     cloud.script_turn(assistant_text="가" * (5 * 1024 * 1024 // 3))
-    reply = say(probe, "t-huge", timeout_s=15)
+    reply = probe.turn("t-huge", "안녕", timeout_s=15)
     assert reply["status"] == "error" and "too large" in reply["error"]
     assert devices.order == []

@@ -3,15 +3,14 @@ no corruption, and the refused input applied once space returns."""
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 from sim.probe import MqttProbe
-from tests.conftest import ROOT, RuntimeFactory, eventually
+from tests.conftest import ROOT, RuntimeFactory, StateRows, eventually
 
 
 def test_full_disk_refuses_cleanly_and_recovers(
-    tmp_path: Path, runtime_factory: RuntimeFactory, probe: MqttProbe
+    tmp_path: Path, state_rows: StateRows, runtime_factory: RuntimeFactory, probe: MqttProbe
 ) -> None:
     runtime = runtime_factory()
     assert runtime.terminate() == 0
@@ -29,9 +28,7 @@ def test_full_disk_refuses_cleanly_and_recovers(
     assert "full" in refusal["detail"]
     assert runtime.proc is not None and runtime.proc.poll() is None  # still up
     assert runtime.terminate() == 0
-    conn = sqlite3.connect(db)
-    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-    conn.close()
+    assert state_rows("PRAGMA integrity_check")[0][0] == "ok"
     runtime.config.write_text(text)  # space returns
     runtime.start()
     answered = eventually(
@@ -42,7 +39,5 @@ def test_full_disk_refuses_cleanly_and_recovers(
         30,
     )
     assert answered
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    rows = conn.execute("SELECT count(*), count(DISTINCT turn_id) FROM pairs").fetchone()
-    conn.close()
-    assert rows == (12, 12)  # each applied once
+    rows = state_rows("SELECT count(*), count(DISTINCT turn_id) FROM pairs")
+    assert rows == [(12, 12)]  # each applied once

@@ -5,14 +5,13 @@ full run (`A2A_FUZZ_PAYLOADS=100000`) is part of run_full.sh."""
 from __future__ import annotations
 
 import os
-import sqlite3
 from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from sim.probe import MqttProbe
-from tests.conftest import ROOT, RuntimeFactory, eventually
+from tests.conftest import ROOT, RuntimeFactory, StateRows, eventually
 from tests.reliability.payloads import INBOUND, hostile
 
 COUNT = int(os.environ.get("A2A_FUZZ_PAYLOADS", "2000"))
@@ -28,17 +27,13 @@ TABLES = (
 )
 
 
-def counts(tmp_path: Path) -> dict[str, int]:
-    conn = sqlite3.connect(f"file:{tmp_path / 'state' / 'state.db'}?mode=ro", uri=True)
-    try:
-        out = {t: conn.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in TABLES}
-        # the service's own heartbeat is not the input's doing
-        out["device_state"] = conn.execute(
-            "SELECT count(*) FROM device_state WHERE key != 'runtime_heartbeat'"
-        ).fetchone()[0]
-        return out
-    finally:
-        conn.close()
+def counts(state_rows: StateRows) -> dict[str, int]:
+    out = {t: state_rows(f"SELECT count(*) FROM {t}")[0][0] for t in TABLES}
+    # the service's own heartbeat is not the input's doing
+    out["device_state"] = state_rows(
+        "SELECT count(*) FROM device_state WHERE key != 'runtime_heartbeat'"
+    )[0][0]
+    return out
 
 
 def rss_kb(pid: int) -> int:
@@ -49,11 +44,11 @@ def rss_kb(pid: int) -> int:
 
 
 def test_fuzzed_payloads_are_all_refused(
-    tmp_path: Path, runtime_factory: RuntimeFactory, probe: MqttProbe
+    state_rows: StateRows, runtime_factory: RuntimeFactory, probe: MqttProbe
 ) -> None:
     runtime = runtime_factory(log={"level": "WARNING"})
     assert runtime.proc is not None
-    before, rss_before = counts(tmp_path), rss_kb(runtime.proc.pid)
+    before, rss_before = counts(state_rows), rss_kb(runtime.proc.pid)
     sent: list[str] = []
     per_topic = max(1, COUNT // len(INBOUND))
 
@@ -87,12 +82,8 @@ def test_fuzzed_payloads_are_all_refused(
         "invalid_field",
         "unknown_task",
     }
-    assert counts(tmp_path) == before  # nothing changed
+    assert counts(state_rows) == before  # nothing changed
     grown = rss_kb(runtime.proc.pid) - rss_before
     print(f"fuzzed {len(sent)} payloads; RSS {rss_before} kB -> +{grown} kB")
     assert grown < 50_000
-    probe.publish(f"{ROOT}/turn/request", {"turn_id": "t-after", "recognized_text": "안녕"})
-    assert (
-        probe.wait_for(f"{ROOT}/turn/response", lambda b: b.get("turn_id") == "t-after")["status"]
-        == "ok"
-    )
+    assert probe.turn("t-after", "안녕")["status"] == "ok"

@@ -5,7 +5,6 @@ Used by tests/reliability/test_torture.py (a few kills in CI) and run_full.sh (h
 from __future__ import annotations
 
 import random
-import sqlite3
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +16,7 @@ from sim.devices import DeviceAgents
 from sim.probe import MqttProbe
 from sim.processes import RuntimeProcess, write_config
 from sim.world import World
+from tests.conftest import read_rows
 
 DEVICE = "robot-torture"
 ROOT = f"a2a/{DEVICE}"
@@ -47,10 +47,6 @@ class Figures:
     workflows: int = 0
     resent_commands: int = 0
     notes: list[str] = field(default_factory=list)
-
-
-def _db(path: Path) -> sqlite3.Connection:
-    return sqlite3.connect(f"file:{path}?mode=ro", uri=True)
 
 
 class Torture:
@@ -115,53 +111,39 @@ class Torture:
         self.runtime.start()
         self.figures.restarts += 1
 
+    def _one(self, sql: str) -> Any:
+        """The first column of the first row `sql` gives on the state DB (read-only)."""
+        return read_rows(self.db_path, sql)[0][0]
+
     def _integrity(self) -> None:
-        conn = _db(self.db_path)
-        try:
-            if conn.execute("PRAGMA integrity_check").fetchone()[0] != "ok":
-                self.figures.integrity_failures += 1
-        finally:
-            conn.close()
+        if self._one("PRAGMA integrity_check") != "ok":
+            self.figures.integrity_failures += 1
 
     def settle(self, timeout_s: float = 60.0) -> None:
         """Cloud up, no more kills: everything owed gets done."""
         self.cloud.set_faults()
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            conn = _db(self.db_path)
-            try:
-                owed = conn.execute("SELECT count(*) FROM sync_outbox").fetchone()[0]
-                open_wf = conn.execute(
-                    f"SELECT count(*) FROM workflows WHERE status NOT IN {TERMINAL}"
-                ).fetchone()[0]
-                pending = conn.execute(
-                    "SELECT count(*) FROM pairs WHERE status = 'pending'"
-                ).fetchone()[0]
-                pairs = conn.execute("SELECT count(DISTINCT turn_id) FROM pairs").fetchone()[0]
-            finally:
-                conn.close()
+            owed = self._one("SELECT count(*) FROM sync_outbox")
+            open_wf = self._one(f"SELECT count(*) FROM workflows WHERE status NOT IN {TERMINAL}")
+            pending = self._one("SELECT count(*) FROM pairs WHERE status = 'pending'")
+            pairs = self._one("SELECT count(DISTINCT turn_id) FROM pairs")
             if owed == 0 and open_wf == 0 and pending == 0 and pairs >= self.figures.turns:
                 return
             time.sleep(0.3)
 
     def check(self) -> Figures:
         f = self.figures
-        conn = _db(self.db_path)
-        try:
-            turn_ids = {r[0] for r in conn.execute("SELECT turn_id FROM pairs")}
-            f.turns_without_pair = sum(
-                1 for n in range(1, f.turns + 1) if f"turn-{n:05d}" not in turn_ids
-            )
-            f.duplicate_pairs = conn.execute(
-                "SELECT count(*) - count(DISTINCT turn_id) FROM pairs"
-            ).fetchone()[0]
-            f.workflows = conn.execute("SELECT count(*) FROM workflows").fetchone()[0]
-            f.stuck_workflows = conn.execute(
-                f"SELECT count(*) FROM workflows WHERE status NOT IN {TERMINAL}"
-            ).fetchone()[0]
-            local_pairs = {r[0] for r in conn.execute("SELECT pair_id FROM pairs")}
-        finally:
-            conn.close()
+        turn_ids = {r[0] for r in read_rows(self.db_path, "SELECT turn_id FROM pairs")}
+        f.turns_without_pair = sum(
+            1 for n in range(1, f.turns + 1) if f"turn-{n:05d}" not in turn_ids
+        )
+        f.duplicate_pairs = self._one("SELECT count(*) - count(DISTINCT turn_id) FROM pairs")
+        f.workflows = self._one("SELECT count(*) FROM workflows")
+        f.stuck_workflows = self._one(
+            f"SELECT count(*) FROM workflows WHERE status NOT IN {TERMINAL}"
+        )
+        local_pairs = {r[0] for r in read_rows(self.db_path, "SELECT pair_id FROM pairs")}
         synced = [w for w in self.cloud.synced() if w["kind"] == "short_term_pair"]
         cloud_pairs = [w["payload"].get("pair_id") for w in synced]
         f.lost_writes = len(local_pairs - set(cloud_pairs))
