@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import ssl
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -20,7 +19,7 @@ from cloud_client.errors import CloudUnavailable
 from edge.app import DeviceApp
 from edge.config import Secrets, Settings
 from edge.errors import ServiceSilent
-from edge.mqtt import no_delay
+from edge.mqtt import secure
 from edge.wiring import build_app, open_db
 
 
@@ -53,16 +52,7 @@ def ask_service(
     )
     client.suppress_exceptions = True
     client.on_message = on_message
-    client.on_socket_open = no_delay
-    if settings.mqtt.username:
-        client.username_pw_set(settings.mqtt.username, secrets.mqtt_password)
-    if settings.mqtt.tls_ca_file:
-        client.tls_set(
-            ca_certs=settings.mqtt.tls_ca_file,
-            certfile=settings.mqtt.tls_cert_file or None,
-            keyfile=settings.mqtt.tls_key_file or None,
-            cert_reqs=ssl.CERT_REQUIRED,
-        )
+    secure(client, settings.mqtt, secrets.mqtt_password)
     try:
         client.connect(settings.mqtt.host, settings.mqtt.port, keepalive=10)
     except OSError:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -29,6 +28,7 @@ from cache.update import plan_update
 from cloud_client.client import CloudClient
 from cloud_client.errors import CloudError, CloudUnavailable
 from cloud_client.models import TurnResponse
+from edge import timings
 from edge.checkpointer import Checkpointer
 from edge.config import Settings
 from edge.inbox import InboxDedupe
@@ -228,7 +228,7 @@ class DeviceApp:
                 return
         self.metrics.inc("a2a_turns_total", "turns answered", status=status)
         if status == "ok":
-            self._observe_turn(turn.watch)
+            timings.turn_answered(self.metrics, turn.watch)
         if status == "offline":
             self.replayer.notify()
         else:  # the cloud answered: the replay need not wait for its backoff
@@ -352,19 +352,6 @@ class DeviceApp:
     def _respond(self, body: dict[str, Any]) -> None:
         self.outbox.enqueue(self.topics.turn_response, body)
 
-    def _observe_turn(self, watch: Stopwatch) -> None:
-        """The device's own share of an answered turn: all but the time on the wire."""
-        for phase, took in watch.laps.items():
-            self.metrics.observe(
-                "a2a_turn_phase_seconds", "an answered turn's time by phase", took, phase=phase
-            )
-        self.metrics.observe(
-            "a2a_turn_device_seconds",
-            "an answered turn on the device: arrival to answer and first command handed to"
-            " the broker, less the time waiting on the cloud",
-            watch.total() - watch.laps.get("cloud", 0.0),
-        )
-
     # --- workflows --------------------------------------------------------------------------
     def take_callback(self, msg: TaskCallbackMsg, arrival: Arrival) -> None:
         if not self.tm.is_active(msg.task_id):
@@ -383,15 +370,7 @@ class DeviceApp:
         with self.unit() as result:
             self.dedupe.mark(key, arrival.topic)
             result.merge(self.tm.callback(event))
-        self.after_commit(partial(self._observe_callback, arrival.received_at))
-
-    def _observe_callback(self, received_at: float) -> None:
-        self.metrics.observe(
-            "a2a_callback_device_seconds",
-            "a task callback from arrival to applied, committed and what it caused handed to"
-            " the broker",
-            time.perf_counter() - received_at,
-        )
+        self.after_commit(partial(timings.callback_applied, self.metrics, arrival.received_at))
 
     def take_pui(self, msg: PuiEventMsg, arrival: Arrival) -> None:
         key = f"pui:{msg.event_id}"

@@ -313,19 +313,7 @@ def cmd_sim_devices(args: argparse.Namespace) -> int:
     return 0
 
 
-def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="a2a-edge", description=__doc__.splitlines()[0])
-    sub = top.add_subparsers(dest="command", required=True)
-
-    run = sub.add_parser("run", help="run the service in the foreground")
-    run.add_argument("--config", help="TOML config (default /etc/a2a-edge/config.toml)")
-    run.set_defaults(func=cmd_run)
-
-    status = sub.add_parser("status", help="what the state DB holds (read-only)")
-    status.add_argument("--config")
-    status.add_argument("--json", action="store_true")
-    status.set_defaults(func=cmd_status)
-
+def _add_memory(sub: Any) -> None:
     memory = sub.add_parser("memory", help="the memory cache (read-only views)")
     memory_sub = memory.add_subparsers(dest="memory_command", required=True)
     forget = memory_sub.add_parser("forget", help="forget a pair, a session, a key, or all")
@@ -349,6 +337,8 @@ def parser() -> argparse.ArgumentParser:
         cmd.add_argument("--json", action="store_true")
         cmd.set_defaults(func=func)
 
+
+def _add_workflows(sub: Any) -> None:
     workflows = sub.add_parser("workflows", help="what the TaskManager runs and ran")
     wf_sub = workflows.add_subparsers(dest="workflows_command", required=True)
     listing = wf_sub.add_parser("list", help="newest workflows first")
@@ -364,6 +354,8 @@ def parser() -> argparse.ArgumentParser:
         cmd.add_argument("--config")
         cmd.add_argument("--json", action="store_true")
 
+
+def _add_sync(sub: Any) -> None:
     sync = sub.add_parser("sync", help="the pending-sync outbox")
     sync_sub = sync.add_subparsers(dest="sync_command", required=True)
     sync_status = sync_sub.add_parser("status", help="pending, in flight, dead letters, cursor")
@@ -381,18 +373,8 @@ def parser() -> argparse.ArgumentParser:
         cmd.add_argument("--config")
         cmd.add_argument("--json", action="store_true")
 
-    demo = sub.add_parser("demo", help="broker + sim cloud + runtime on this machine, one turn")
-    demo.add_argument("--verbose", action="store_true", help="show the runtime's log")
-    demo.add_argument("--json", action="store_true", help="print the events as JSON lines")
-    demo.add_argument("--keep", action="store_true", help="keep the state dir afterwards")
-    demo.add_argument(
-        "--broker",
-        choices=["auto", "mosquitto", "embedded"],
-        default="auto",
-        help="auto: Mosquitto when installed, else the embedded broker",
-    )
-    demo.set_defaults(func=cmd_demo)
 
+def _add_sim(sub: Any) -> None:
     sim = sub.add_parser("sim", help="reference counterparts for development and tests")
     sim_sub = sim.add_subparsers(dest="sim_command", required=True)
     cloud = sim_sub.add_parser("cloud", help="the reference cloud planner (HTTP)")
@@ -418,6 +400,37 @@ def parser() -> argparse.ArgumentParser:
         help="multiply every duration (0.1 = ten times faster)",
     )
     devices.set_defaults(func=cmd_sim_devices)
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="a2a-edge", description=__doc__.splitlines()[0])
+    sub = top.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="run the service in the foreground")
+    run.add_argument("--config", help="TOML config (default /etc/a2a-edge/config.toml)")
+    run.set_defaults(func=cmd_run)
+
+    status = sub.add_parser("status", help="what the state DB holds (read-only)")
+    status.add_argument("--config")
+    status.add_argument("--json", action="store_true")
+    status.set_defaults(func=cmd_status)
+
+    _add_memory(sub)
+    _add_workflows(sub)
+    _add_sync(sub)
+    demo = sub.add_parser("demo", help="broker + sim cloud + runtime on this machine, one turn")
+    demo.add_argument("--verbose", action="store_true", help="show the runtime's log")
+    demo.add_argument("--json", action="store_true", help="print the events as JSON lines")
+    demo.add_argument("--keep", action="store_true", help="keep the state dir afterwards")
+    demo.add_argument(
+        "--broker",
+        choices=["auto", "mosquitto", "embedded"],
+        default="auto",
+        help="auto: Mosquitto when installed, else the embedded broker",
+    )
+    demo.set_defaults(func=cmd_demo)
+
+    _add_sim(sub)
     return top
 
 

@@ -40,6 +40,20 @@ def no_delay(_client: paho.Client, _userdata: Any, sock: Any) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
+def secure(client: paho.Client, settings: MqttSettings, password: str | None) -> None:
+    """Credentials and TLS from the config, and Nagle off, on a client not yet connected."""
+    if settings.username:
+        client.username_pw_set(settings.username, password)
+    if settings.tls_ca_file:
+        client.tls_set(
+            ca_certs=settings.tls_ca_file,
+            certfile=settings.tls_cert_file or None,
+            keyfile=settings.tls_key_file or None,
+            cert_reqs=ssl.CERT_REQUIRED,
+        )
+    client.on_socket_open = no_delay
+
+
 @dataclass(frozen=True)
 class Inbound:
     topic: str
@@ -116,16 +130,7 @@ class MqttChannel:
             max_delay=max(1, int(settings.reconnect_max_s)),
         )
         client.max_inflight_messages_set(100)
-        if settings.username:
-            client.username_pw_set(settings.username, password)
-        if settings.tls_ca_file:
-            client.tls_set(
-                ca_certs=settings.tls_ca_file,
-                certfile=settings.tls_cert_file or None,
-                keyfile=settings.tls_key_file or None,
-                cert_reqs=ssl.CERT_REQUIRED,
-            )
-        client.on_socket_open = no_delay
+        secure(client, settings, password)
         client.on_connect = self._on_connect
         client.on_disconnect = self._on_disconnect
         client.on_connect_fail = self._on_connect_fail

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import httpx
 import sqlite_utils
 
 from a2a_common.clock import Clock, SystemClock
@@ -47,7 +48,9 @@ def open_db(settings: Settings) -> sqlite_utils.Database:
     )
 
 
-def cloud_client(settings: Settings, secrets: Secrets) -> CloudClient:
+def cloud_client(
+    settings: Settings, secrets: Secrets, transport: httpx.AsyncBaseTransport | None = None
+) -> CloudClient:
     return CloudClient(
         base_url=settings.cloud.base_url,
         token=secrets.cloud_token,
@@ -55,6 +58,7 @@ def cloud_client(settings: Settings, secrets: Secrets) -> CloudClient:
         read_timeout_s=settings.cloud.read_timeout_s,
         verify_tls=settings.cloud.verify_tls,
         user_agent=f"a2a-edge/{__version__}",
+        transport=transport,
     )
 
 
@@ -66,24 +70,21 @@ def build_app(
     clock: Clock,
     live: bool,
     max_backoff_s: float | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
 ) -> DeviceApp:
     """The app over an open state DB. `live`: a service runs it (report worker, turn tasks);
     otherwise it is the CLI's while no service runs. `max_backoff_s` caps the replay's backoff
-    (a CLI replay backs off less)."""
+    (a CLI replay backs off less); `transport` replaces the cloud's (tests)."""
     outbox = DurableOutbox(db=db, clock=clock)
     commits = Commits(db, on_commit=outbox.flush)  # after every commit, what it owes is sent
     topics = Topics(settings.mqtt.topic_prefix, settings.device_id)
     memory = Memory(db=db, clock=clock, policy=memory_policy(settings))
-    cloud = cloud_client(settings, secrets)
+    cloud = cloud_client(settings, secrets, transport)
     sync_outbox = SyncOutbox(db=db, clock=clock)
     publisher = TaskPublisher(topics=topics, outbox=outbox)
-    tm = TaskManager(
-        db=db,
-        clock=clock,
-        catalog=load_catalog(settings.taskmanager.catalog_file),
-        publisher=publisher,
-        ask_timeout_s=settings.taskmanager.ask_timeout_s,
-    )
+    catalog = load_catalog(settings.taskmanager.catalog_file)
+    ask_s = settings.taskmanager.ask_timeout_s
+    tm = TaskManager(db=db, clock=clock, catalog=catalog, publisher=publisher, ask_timeout_s=ask_s)
     reports = Reports(
         cloud=cloud,
         clock=clock,
@@ -91,17 +92,6 @@ def build_app(
         device_id=settings.device_id,
         deadline_s=settings.taskmanager.events_deadline_s,
         live=live,
-    )
-    replayer = Replayer(
-        db=db,
-        clock=clock,
-        outbox=sync_outbox,
-        poster=cloud,
-        sink=MemorySyncSink(memory),
-        device_id=settings.device_id,
-        batch_size=settings.sync.batch_size,
-        deadline_s=settings.sync.deadline_s,
-        max_backoff_s=settings.sync.max_backoff_s if max_backoff_s is None else max_backoff_s,
     )
     return DeviceApp(
         settings=settings,
@@ -118,7 +108,17 @@ def build_app(
             settings.state_db_path, busy_timeout_ms=settings.storage.busy_timeout_ms
         ),
         cloud=cloud,
-        replayer=replayer,
+        replayer=Replayer(
+            db=db,
+            clock=clock,
+            outbox=sync_outbox,
+            poster=cloud,
+            sink=MemorySyncSink(memory),
+            device_id=settings.device_id,
+            batch_size=settings.sync.batch_size,
+            deadline_s=settings.sync.deadline_s,
+            max_backoff_s=settings.sync.max_backoff_s if max_backoff_s is None else max_backoff_s,
+        ),
         reports=reports,
         metrics=Metrics(),
     )

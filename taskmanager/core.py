@@ -10,19 +10,18 @@ No I/O, no clock: `now` is given.
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from a2a_common.clock import iso
 from taskmanager.board import Board
+from taskmanager.context import Ctx, Outcome
 from taskmanager.events import (
     Callback,
     Cancel,
     CancelTask,
     Command,
     Decide,
-    Effect,
     Emit,
     Event,
     Ignored,
@@ -40,85 +39,6 @@ from taskmanager.model import (
     Workflow,
     WorkflowStatus,
 )
-
-
-@dataclass(frozen=True)
-class Outcome:
-    board: Board
-    effects: list[Effect]
-    changed: list[Workflow]  # with their new etag; terminal ones have left the board
-
-
-# --- the working context of one decide --------------------------------------------------------
-
-
-class _Ctx:
-    def __init__(self, now: datetime, board: Board) -> None:
-        self.now = now
-        self.board = board
-        self._owned: set[str] = set()
-        self.effects: list[Effect] = []
-        self.events: dict[str, list[dict[str, Any]]] = {}
-        self.reports: dict[str, list[tuple[dict[str, Any], bool, bool]]] = {}
-        self.touched: dict[str, Workflow] = {}
-
-    def own(self, workflow_id: str) -> Workflow:
-        """The workflow, copied on first write: the input board is never mutated. Steps are
-        copied one level deep; the core replaces, never mutates, their dicts and lists."""
-        if workflow_id not in self._owned:
-            old = self.board.workflows[workflow_id]
-            wf = copy.copy(old)
-            wf.steps = [copy.copy(step) for step in old.steps]
-            self.board.workflows[workflow_id] = wf
-            self._owned.add(workflow_id)
-        return self.board.workflows[workflow_id]
-
-    @property
-    def owned(self) -> list[str]:
-        return sorted(self._owned)
-
-    def adopt(self, wf: Workflow) -> None:
-        self.board.workflows[wf.workflow_id] = wf
-        self._owned.add(wf.workflow_id)
-
-    def touch(self, wf: Workflow) -> None:
-        self.touched.setdefault(wf.workflow_id, wf)
-
-    def step_event(self, wf: Workflow, step: Step, status: str, reason: str | None = None) -> None:
-        self.touch(wf)
-        self.events.setdefault(wf.workflow_id, []).append(
-            {
-                "workflow_id": wf.workflow_id,
-                "step_id": step.step_id,
-                "task_id": step.task_id(wf.workflow_id),
-                "status": status,
-                "reason": reason,
-                "progress": step.progress,
-            }
-        )
-
-    def wf_event(self, wf: Workflow, status: str, reason: str | None = None) -> None:
-        self.touch(wf)
-        self.events.setdefault(wf.workflow_id, []).append(
-            {
-                "workflow_id": wf.workflow_id,
-                "step_id": None,
-                "task_id": None,
-                "status": status,
-                "reason": reason,
-                "progress": None,
-            }
-        )
-
-    def report(
-        self, wf: Workflow, event: dict[str, Any], *, decision: bool, terminal: bool
-    ) -> None:
-        self.touch(wf)
-        self.reports.setdefault(wf.workflow_id, []).append((event, decision, terminal))
-
-    def trace(self, wf: Workflow, kind: str, **detail: Any) -> None:
-        self.touch(wf)
-        self.effects.append(Trace(wf.workflow_id, kind, detail))
 
 
 def _step_report(wf: Workflow, step: Step) -> dict[str, Any]:
@@ -146,7 +66,7 @@ def _cancel_task(wf: Workflow, step: Step, reason: str) -> CancelTask:
     return CancelTask(step.capability_id, payload)
 
 
-def _cancel_step(wf: Workflow, step: Step, reason: str, ctx: _Ctx) -> None:
+def _cancel_step(wf: Workflow, step: Step, reason: str, ctx: Ctx) -> None:
     if step.status in ACTIVE_STEP and step.kind == "task":
         ctx.effects.append(_cancel_task(wf, step, reason))
     step.status, step.reason = "CANCELLED", reason
@@ -156,7 +76,7 @@ def _cancel_step(wf: Workflow, step: Step, reason: str, ctx: _Ctx) -> None:
     ctx.step_event(wf, step, "CANCELLED", reason)
 
 
-def _fail(wf: Workflow, step: Step, status: str, reason: str | None, ctx: _Ctx) -> None:
+def _fail(wf: Workflow, step: Step, status: str, reason: str | None, ctx: Ctx) -> None:
     """A step ended FAILED/BLOCKED/TIMEOUT (or is NEEDS_USER_INPUT): ask the supervisor while
     the budget has room, else just report."""
     ask = (
@@ -184,7 +104,7 @@ def _end_step(
     step: Step,
     status: str,
     reason: str | None,
-    ctx: _Ctx,
+    ctx: Ctx,
     evidence: dict[str, Any] | None = None,
 ) -> None:
     step.status, step.reason = status, reason  # type: ignore[assignment]
@@ -204,7 +124,7 @@ def _split(task_id: str) -> tuple[str, str]:
     return workflow_id, step_id
 
 
-def _on_callback(board: Board, cb: Callback, ctx: _Ctx) -> None:
+def _on_callback(board: Board, cb: Callback, ctx: Ctx) -> None:
     workflow_id, step_id = _split(cb.task_id)
     wf = board.workflows.get(workflow_id)
     step = wf.step(step_id) if wf else None
@@ -262,7 +182,7 @@ def _due(wf: Workflow, now: datetime) -> bool:
     return asked or any(_expired(step, now) for step in wf.steps)
 
 
-def _on_tick(board: Board, ctx: _Ctx) -> None:
+def _on_tick(board: Board, ctx: Ctx) -> None:
     now = ctx.now
     due = [w for w, wf in board.workflows.items() if w in board.timed and _due(wf, now)]
     for workflow_id in due:
@@ -279,7 +199,7 @@ def _on_tick(board: Board, ctx: _Ctx) -> None:
             ctx.trace(wf, "ask_expired")
 
 
-def _on_cancel(board: Board, ev: Cancel, ctx: _Ctx) -> None:
+def _on_cancel(board: Board, ev: Cancel, ctx: Ctx) -> None:
     ids = (
         [ev.workflow_id]
         if ev.workflow_id in board.workflows
@@ -310,7 +230,7 @@ def _dependants(wf: Workflow, step_id: str) -> list[Step]:
     return out
 
 
-def _on_decide(board: Board, ev: Decide, ctx: _Ctx) -> None:
+def _on_decide(board: Board, ev: Decide, ctx: Ctx) -> None:
     if ev.workflow_id not in board.workflows:
         ctx.effects.append(Ignored("unknown_workflow", f"no active workflow {ev.workflow_id}"))
         return
@@ -353,7 +273,7 @@ def _on_decide(board: Board, ev: Decide, ctx: _Ctx) -> None:
     ctx.touch(wf)
 
 
-def _on_redispatch(board: Board, ev: Redispatch, ctx: _Ctx) -> None:
+def _on_redispatch(board: Board, ev: Redispatch, ctx: Ctx) -> None:
     if ev.task_ids is None:
         targets = [(w, s.step_id) for w, wf in board.workflows.items() for s in wf.steps]
     else:
@@ -386,7 +306,7 @@ def _orphans(wf: Workflow) -> list[str]:
     ]
 
 
-def _cancel_orphans(workflow_id: str, ctx: _Ctx) -> None:
+def _cancel_orphans(workflow_id: str, ctx: Ctx) -> None:
     if not _orphans(ctx.board.workflows[workflow_id]):
         return
     wf = ctx.own(workflow_id)
@@ -397,7 +317,7 @@ def _cancel_orphans(workflow_id: str, ctx: _Ctx) -> None:
             _cancel_step(wf, step, "dependency", ctx)
 
 
-def _mark_ready(board: Board, ctx: _Ctx) -> None:
+def _mark_ready(board: Board, ctx: Ctx) -> None:
     """Give newly ready steps of the workflows this event changed their place in line."""
     for workflow_id in ctx.owned:
         wf = board.workflows.get(workflow_id)
@@ -416,7 +336,7 @@ def _mark_ready(board: Board, ctx: _Ctx) -> None:
         board.reindex(wf)
 
 
-def _dispatch(board: Board, ctx: _Ctx) -> None:
+def _dispatch(board: Board, ctx: Ctx) -> None:
     """Start ready steps in FIFO order of readiness, each once its resource is free."""
     line = [
         min((seq, *entry) for entry, seq in queue.items())
@@ -432,7 +352,7 @@ def _dispatch(board: Board, ctx: _Ctx) -> None:
         board.reindex(wf)
 
 
-def _start(wf: Workflow, step: Step, ctx: _Ctx) -> None:
+def _start(wf: Workflow, step: Step, ctx: Ctx) -> None:
     """Start a ready step whose resource is free: a wait begins, a task is dispatched."""
     if step.kind == "wait":
         step.status = "RUNNING"
@@ -485,7 +405,7 @@ def derive_status(wf: Workflow) -> WorkflowStatus:
     return "accepted"
 
 
-def _finish(board: Board, ctx: _Ctx) -> list[Workflow]:
+def _finish(board: Board, ctx: Ctx) -> list[Workflow]:
     changed = []
     for wf in ctx.touched.values():
         old = wf.status
@@ -542,7 +462,7 @@ def report_body(wf: Workflow, event: dict[str, Any], decision: bool) -> dict[str
 
 def decide(board: Board, event: Event, now: datetime) -> Outcome:
     new = board.copy()
-    ctx = _Ctx(now, new)
+    ctx = Ctx(now, new)
     if isinstance(event, Submit):
         if event.workflow.workflow_id in new.workflows:
             ctx.effects.append(Ignored("duplicate", f"{event.workflow.workflow_id} is active"))

@@ -293,6 +293,46 @@ def test_workflows_cli_list_trace_and_cancel(
     )
 
 
+def test_a_cancel_while_no_service_runs_settles_and_is_reported_once_it_starts(
+    state_rows: StateRows,
+    runtime_factory: RuntimeFactory,
+    cloud: SimCloud,
+    probe: MqttProbe,
+    devices: DeviceAgents,
+) -> None:
+    """The CLI without a service runs the service's own cancel: the workflow is settled (the
+    active workflow cleared) and its terminal report reaches the cloud when the service is back."""
+    devices.behaviors["mobility.move_to_room"] = Behavior("hold")
+    runtime = runtime_factory()
+    plan(cloud, SEED_WORKFLOW)
+    probe.turn("t-off", "안방으로 가서 청정해줘")
+    probe.wait_for(EVENTS, lambda b: b.get("task_id") == MOVE and b.get("status") == "RUNNING")
+    assert runtime.terminate() == 0
+    offline = cli("workflows", "cancel", "wf-seed", "--json", "--config", str(runtime.config))
+    assert json.loads(offline.stdout) == {"ok": True, "result": {"cancelled": ["wf-seed"]}}
+    active = "SELECT value FROM device_state WHERE key = 'active_workflow_id'"
+    assert state_rows(active) == [('""',)]
+
+    runtime.start()
+
+    def reported() -> list[dict[str, Any]]:
+        return [
+            w["payload"]
+            for w in cloud.synced()
+            if w["kind"] == "task_terminal" and w["payload"].get("workflow_id") == "wf-seed"
+        ]
+
+    [report] = eventually(reported)
+    assert report["event"]["status"] == "WORKFLOW_CANCELLED"
+    assert report["event"]["reason"] == "user"
+    assert report["workflow"]["status"] == "cancelled"
+    devices.wait_for(
+        lambda d: {"task_id": MOVE, "workflow_id": "wf-seed", "reason": "user"} in d.cancels
+    )
+    eventually(lambda: state_rows("SELECT count(*) FROM sync_outbox") == [(0,)])
+    assert len(reported()) == 1  # sent once
+
+
 def test_terminal_reports_go_to_the_sync_outbox_when_the_cloud_is_away(
     state_rows: StateRows, runtime_factory: RuntimeFactory, probe: MqttProbe, devices: DeviceAgents
 ) -> None:
