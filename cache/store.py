@@ -56,17 +56,6 @@ class CacheStore:
             [pair_id, turn_id, session_id, text, iso(now)],
         )
 
-    def pair_for_turn(self, turn_id: str) -> dict[str, Any] | None:
-        row = self._one(
-            "SELECT pair_id, session_id, user_text, status, created_at FROM pairs"
-            " WHERE turn_id = ?",
-            [turn_id],
-        )
-        if row is None:
-            return None
-        keys = ("pair_id", "session_id", "user_text", "status", "created_at")
-        return dict(zip(keys, row, strict=True))
-
     def pending_turns(self) -> list[tuple[str, str]]:
         """(turn_id, pair_id) of utterances recorded but never answered."""
         rows = self._db.execute(
