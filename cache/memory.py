@@ -123,7 +123,6 @@ class Memory:
     def snapshot(self, session_id: str | None) -> Snapshot:
         return build_snapshot(
             self.view(session_id),
-            self._clock.now(),
             self.policy.snapshot_budget_bytes,
             self.policy.recent_pairs,
         )
