@@ -66,7 +66,9 @@ def test_whole_batch_4xx_halves_until_one_write_is_dead(
 ) -> None:
     poison = 57  # writes before it must be acked on the way, in order
     ids = queue(state_db, outbox, 100)
-    limit, acked, dead, requests = 100, [], [], 0
+    limit, requests = 100, 0
+    acked: list[str] = []
+    dead: list[tuple[str, str]] = []
     while sent := outbox.oldest(limit):
         requests += 1
         if any(w.payload["i"] == poison for w in sent):

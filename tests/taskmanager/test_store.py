@@ -7,6 +7,7 @@ from pathlib import Path
 
 from a2a_common.sqlite import open_state_db
 from edge.schema import MIGRATIONS
+from taskmanager.model import WorkflowStatus
 from taskmanager.store import WorkflowStore
 from tests.taskmanager.helpers import MOVE_PURIFY, T0, workflow
 
@@ -15,8 +16,9 @@ def test_counts_by_status_and_active(tmp_path: Path) -> None:
     db = open_state_db(tmp_path / "s.db", MIGRATIONS)
     store = WorkflowStore(db=db)
     assert store.counts_by_status() == {} and store.active_count() == 0
+    statuses: list[WorkflowStatus] = ["running", "completed", "running", "cancelled", "accepted"]
     with db.atomic():
-        for n, status in enumerate(["running", "completed", "running", "cancelled", "accepted"]):
+        for n, status in enumerate(statuses):
             wf = workflow(MOVE_PURIFY, workflow_id=f"wf-{n}")
             store.save(dataclasses.replace(wf, status=status), T0)
         store.save_rejected("wf-bad", "no such operation", {}, "planner", None, T0)
