@@ -108,27 +108,28 @@ def queue(db: sqlite_utils.Database, outbox: SyncOutbox, n: int) -> list[str]:
         )
 
 
+MakeReplayer = Callable[..., Replayer]
+
+
+@pytest.fixture
 def replayer(
-    db: sqlite_utils.Database,
-    clock: ManualClock,
-    outbox: SyncOutbox,
-    cloud: FakeCloud,
-    sink: FakeSink,
-    *,
-    batch_size: int = 100,
-    max_backoff_s: float = 0.001,
-) -> Replayer:
-    return Replayer(
-        db=db,
-        clock=clock,
-        outbox=outbox,
-        poster=cloud,
-        sink=sink,
-        device_id="robot-t",
-        batch_size=batch_size,
-        deadline_s=1.0,
-        max_backoff_s=max_backoff_s,
-    )
+    state_db: sqlite_utils.Database, clock: ManualClock, outbox: SyncOutbox
+) -> MakeReplayer:
+    """A Replayer over this test's outbox; keyword tuning (batch_size, max_backoff_s) on top."""
+
+    def make(cloud: FakeCloud, sink: FakeSink, **tuning: Any) -> Replayer:
+        options = {"batch_size": 100, "deadline_s": 1.0, "max_backoff_s": 0.001, **tuning}
+        return Replayer(
+            db=state_db,
+            clock=clock,
+            outbox=outbox,
+            poster=cloud,
+            sink=sink,
+            device_id="robot-t",
+            **options,
+        )
+
+    return make
 
 
 def dead_letters(db: sqlite_utils.Database) -> list[tuple[str, str]]:
@@ -136,13 +137,13 @@ def dead_letters(db: sqlite_utils.Database) -> list[tuple[str, str]]:
 
 
 def test_an_acked_batch_leaves_the_outbox(
-    state_db: sqlite_utils.Database, clock: ManualClock, outbox: SyncOutbox
+    state_db: sqlite_utils.Database, outbox: SyncOutbox, replayer: MakeReplayer
 ) -> None:
     ids = queue(state_db, outbox, 3)
     in_flight: list[str | None] = []
     cloud = FakeCloud([acked_all], on_request=lambda _b: in_flight.append(outbox.meta("in_flight")))
     sink = FakeSink()
-    replay = replayer(state_db, clock, outbox, cloud, sink)
+    replay = replayer(cloud, sink)
 
     assert run(replay.drain()) == 3
 
@@ -160,13 +161,13 @@ def test_an_acked_batch_leaves_the_outbox(
 
 
 def test_a_partial_ack_sends_the_rest_again(
-    state_db: sqlite_utils.Database, clock: ManualClock, outbox: SyncOutbox
+    state_db: sqlite_utils.Database, outbox: SyncOutbox, replayer: MakeReplayer
 ) -> None:
     ids = queue(state_db, outbox, 3)
     cloud = FakeCloud([answer(200, {"acked": ids[:2]}), acked_all])
     sink = FakeSink()
 
-    assert run(replayer(state_db, clock, outbox, cloud, sink).drain()) == 3
+    assert run(replayer(cloud, sink).drain()) == 3
 
     assert cloud.sent() == [ids, ids[2:]]
     assert sink.acks == [ids[:2], ids[2:]]
@@ -174,14 +175,14 @@ def test_a_partial_ack_sends_the_rest_again(
 
 
 def test_rejected_writes_are_dead_lettered_with_the_reason(
-    state_db: sqlite_utils.Database, clock: ManualClock, outbox: SyncOutbox
+    state_db: sqlite_utils.Database, outbox: SyncOutbox, replayer: MakeReplayer
 ) -> None:
     ids = queue(state_db, outbox, 3)
     body = {"acked": [ids[0], ids[2]], "rejected": [{"write_id": ids[1], "reason": "bad kind"}]}
     cloud = FakeCloud([answer(200, body)])
     sink = FakeSink()
 
-    assert run(replayer(state_db, clock, outbox, cloud, sink).drain()) == 2
+    assert run(replayer(cloud, sink).drain()) == 2
 
     assert len(cloud.requests) == 1  # a dead letter is not sent again
     assert outbox.pending() == 0
@@ -190,7 +191,7 @@ def test_rejected_writes_are_dead_lettered_with_the_reason(
 
 
 def test_a_version_conflict_applies_updates_forces_the_sync_and_resends(
-    state_db: sqlite_utils.Database, clock: ManualClock, outbox: SyncOutbox
+    state_db: sqlite_utils.Database, outbox: SyncOutbox, replayer: MakeReplayer
 ) -> None:
     ids = queue(state_db, outbox, 2)
     conflict = {
@@ -201,7 +202,7 @@ def test_a_version_conflict_applies_updates_forces_the_sync_and_resends(
     cloud = FakeCloud([answer(409, conflict), acked_all])
     sink = FakeSink()
 
-    assert run(replayer(state_db, clock, outbox, cloud, sink).drain()) == 2
+    assert run(replayer(cloud, sink).drain()) == 2
 
     assert cloud.sent() == [ids, ids]  # the same batch again
     assert sink.updates == [{"deleted_profile_keys": ["k"]}]
@@ -211,14 +212,14 @@ def test_a_version_conflict_applies_updates_forces_the_sync_and_resends(
 
 
 def test_conflicts_without_end_give_up_as_a_sync_error_that_is_also_unavailable(
-    state_db: sqlite_utils.Database, clock: ManualClock, outbox: SyncOutbox
+    state_db: sqlite_utils.Database, outbox: SyncOutbox, replayer: MakeReplayer
 ) -> None:
     queue(state_db, outbox, 2)
     conflict = {"error": "version_conflict", "sync": {"cursor": "c", "version": "v"}}
     cloud = FakeCloud([answer(409, conflict)])
 
     with pytest.raises(ConflictLoop) as raised:
-        run(replayer(state_db, clock, outbox, cloud, FakeSink()).drain())
+        run(replayer(cloud, FakeSink()).drain())
 
     assert isinstance(raised.value, SyncError) and isinstance(raised.value, CloudUnavailable)
     assert str(raised.value) == "the cloud keeps answering version_conflict"
@@ -227,7 +228,7 @@ def test_conflicts_without_end_give_up_as_a_sync_error_that_is_also_unavailable(
 
 
 def test_a_whole_batch_4xx_halves_down_to_the_poison_write(
-    state_db: sqlite_utils.Database, clock: ManualClock, outbox: SyncOutbox
+    state_db: sqlite_utils.Database, outbox: SyncOutbox, replayer: MakeReplayer
 ) -> None:
     ids = queue(state_db, outbox, 8)
     poison = ids[5]
@@ -239,7 +240,7 @@ def test_a_whole_batch_4xx_halves_down_to_the_poison_write(
 
     cloud = FakeCloud([cloud_answer])
     sink = FakeSink()
-    replay = replayer(state_db, clock, outbox, cloud, sink, batch_size=8)
+    replay = replayer(cloud, sink, batch_size=8)
 
     assert run(replay.drain()) == 7
 
@@ -252,7 +253,7 @@ def test_a_whole_batch_4xx_halves_down_to_the_poison_write(
 
 
 def test_an_unavailable_cloud_is_retried_until_it_answers(
-    state_db: sqlite_utils.Database, clock: ManualClock, outbox: SyncOutbox
+    state_db: sqlite_utils.Database, outbox: SyncOutbox, replayer: MakeReplayer
 ) -> None:
     ids = queue(state_db, outbox, 2)
     cloud = FakeCloud(
@@ -264,7 +265,7 @@ def test_an_unavailable_cloud_is_retried_until_it_answers(
     )
     sink = FakeSink()
 
-    assert run(replayer(state_db, clock, outbox, cloud, sink).drain()) == 2
+    assert run(replayer(cloud, sink).drain()) == 2
 
     assert cloud.sent() == [ids, ids, ids]
     assert sink.acks == [ids]
@@ -273,14 +274,14 @@ def test_an_unavailable_cloud_is_retried_until_it_answers(
 
 
 def test_drain_with_attempts_gives_up_and_keeps_the_writes(
-    state_db: sqlite_utils.Database, clock: ManualClock, outbox: SyncOutbox
+    state_db: sqlite_utils.Database, outbox: SyncOutbox, replayer: MakeReplayer
 ) -> None:
     ids = queue(state_db, outbox, 2)
     cloud = FakeCloud([fail(CloudUnavailable("cloud away"))])
     sink = FakeSink()
 
     with pytest.raises(CloudUnavailable, match="cloud away"):
-        run(replayer(state_db, clock, outbox, cloud, sink).drain(attempts=3))
+        run(replayer(cloud, sink).drain(attempts=3))
 
     assert cloud.sent() == [ids, ids, ids]
     assert outbox.pending() == 2 and sink.acks == []
@@ -288,7 +289,7 @@ def test_drain_with_attempts_gives_up_and_keeps_the_writes(
 
 
 def test_kick_cuts_a_backoff_short(
-    state_db: sqlite_utils.Database, clock: ManualClock, outbox: SyncOutbox
+    state_db: sqlite_utils.Database, outbox: SyncOutbox, replayer: MakeReplayer
 ) -> None:
     queue(state_db, outbox, 1)
     failed = asyncio.Event()
@@ -299,7 +300,7 @@ def test_kick_cuts_a_backoff_short(
 
     cloud = FakeCloud([away, acked_all])
     # the first backoff is at least 0.5 s (multiplier 0.5, plus jitter), up to max_backoff_s
-    replay = replayer(state_db, clock, outbox, cloud, FakeSink(), max_backoff_s=60.0)
+    replay = replayer(cloud, FakeSink(), max_backoff_s=60.0)
 
     async def go() -> tuple[int, float]:
         started = time.monotonic()
@@ -317,7 +318,7 @@ def test_kick_cuts_a_backoff_short(
 
 
 def test_a_forget_between_tries_is_seen_by_the_next_try(
-    state_db: sqlite_utils.Database, clock: ManualClock, outbox: SyncOutbox
+    state_db: sqlite_utils.Database, outbox: SyncOutbox, replayer: MakeReplayer
 ) -> None:
     ids = queue(state_db, outbox, 3)
 
@@ -329,7 +330,7 @@ def test_a_forget_between_tries_is_seen_by_the_next_try(
     cloud = FakeCloud([away_then_forget, acked_all])
     sink = FakeSink()
 
-    assert run(replayer(state_db, clock, outbox, cloud, sink).drain()) == 2
+    assert run(replayer(cloud, sink).drain()) == 2
 
     assert cloud.sent() == [ids, [ids[0], ids[2]]]
     assert sink.acks == [[ids[0], ids[2]]]
