@@ -1,4 +1,29 @@
-"""The root of every error a2a-edge raises on purpose."""
+"""The root of every error a2a-edge raises on purpose, and the tree that grows from it.
+
+Each package derives its own branch from `EdgeError` and raises nothing else on purpose;
+third-party exceptions are translated where they enter (`raise ... from exc`): httpx into
+`CloudUnavailable` / `CloudRejected`, `sqlite3.Error` into `StorageError` / `CacheError`.
+Catch a branch to handle one package's failures, `EdgeError` to handle any of ours.
+
+The tree, each class with the module it lives in (tests/a2a_common/test_errors.py checks the
+drawing against the code, so it cannot go stale):
+
+* EdgeError               a2a_common.errors
+  + StorageError          a2a_common.sqlite
+  | - SchemaTooNew        a2a_common.sqlite
+  + ConfigError           edge.errors
+  + ServiceSilent         edge.errors
+  + CloudError            cloud_client.errors
+  | - CloudUnavailable    cloud_client.errors
+  | | · CloudTransient    cloud_client.errors
+  | - CloudRejected       cloud_client.errors
+  | - CloudBadResponse    cloud_client.errors
+  + CacheError            cache.errors
+  + TaskError             taskmanager.errors
+  | - CatalogError        taskmanager.errors
+  + SyncError             sync.errors
+    - ConflictLoop        sync.errors         (also a CloudUnavailable)
+"""
 
 from __future__ import annotations
 

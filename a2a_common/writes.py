@@ -8,13 +8,6 @@ from typing import Any, Literal
 WriteKind = Literal[
     "short_term_pair", "profile_candidate", "profile_confirmed", "memory_deletion", "task_terminal"
 ]
-WRITE_KINDS: tuple[WriteKind, ...] = (
-    "short_term_pair",
-    "profile_candidate",
-    "profile_confirmed",
-    "memory_deletion",
-    "task_terminal",
-)
 
 
 @dataclass(frozen=True)

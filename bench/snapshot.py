@@ -137,7 +137,7 @@ def naive(db: sqlite_utils.Database, policy: MemoryPolicy) -> bytes:
         ),
         sync=SyncPosition(*db.execute("SELECT cursor, version FROM sync_position").fetchone()),
     )
-    return canonical(build_snapshot(view, NOW, policy.snapshot_budget_bytes, policy.recent_pairs))
+    return canonical(build_snapshot(view, policy.snapshot_budget_bytes, policy.recent_pairs))
 
 
 def timed(fn: object, runs: int) -> list[float]:

@@ -21,8 +21,6 @@ from a2a_common.clock import Clock, iso
 from a2a_common.writes import SyncWrite
 from cache.profile import ProfileStore
 
-SCOPES = ("pair", "session", "profile_key", "all")
-
 
 @dataclass
 class Forgotten:

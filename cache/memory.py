@@ -14,7 +14,7 @@ from a2a_common.clock import Clock
 from a2a_common.ids import new_id
 from a2a_common.writes import SyncWrite
 from cache.forget import Forgetter
-from cache.model import CacheView, CandidateIn, PromotionPolicy, SyncPosition
+from cache.model import CacheView, CandidateIn, PromotionPolicy, SessionRow, SyncPosition
 from cache.privacy import PrivacyPolicy
 from cache.profile import ProfileStore
 from cache.retention import Sweeper
@@ -62,12 +62,13 @@ class Memory:
 
     # --- sessions and the turn's pair ---------------------------------------------------------
     def session_for(self, requested: str | None, now: datetime) -> str:
+        return self._session_after(self.store.latest_session(), requested, now)
+
+    def _session_after(
+        self, latest: SessionRow | None, requested: str | None, now: datetime
+    ) -> str:
         return choose_session(
-            requested,
-            self.store.latest_session(),
-            now,
-            self.policy.session_idle_s,
-            new_id("session", self._clock),
+            requested, latest, now, self.policy.session_idle_s, new_id("session", self._clock)
         )
 
     def record_utterance(
@@ -75,8 +76,9 @@ class Memory:
     ) -> tuple[str, str]:
         """Open or continue the session and record the user's words; (pair_id, session_id)."""
         now = self._clock.now()
+        # read once: the same row picks the session and tells whether the last one just ended
         latest = self.store.latest_session()
-        session_id = self.session_for(requested_session, now)
+        session_id = self._session_after(latest, requested_session, now)
         if latest is not None and latest.session_id != session_id:
             self.sweeper.end_sessions(session_id)  # `store: session` items go with their session
         self.store.touch_session(session_id, now)
@@ -123,7 +125,6 @@ class Memory:
     def snapshot(self, session_id: str | None) -> Snapshot:
         return build_snapshot(
             self.view(session_id),
-            self._clock.now(),
             self.policy.snapshot_budget_bytes,
             self.policy.recent_pairs,
         )

@@ -52,6 +52,18 @@ class SessionRow:
     last_turn_at: str  # ISO instant
 
 
+@dataclass(frozen=True)
+class CacheCounts:
+    """How many rows each tier holds (for the CLI's views and the metrics)."""
+
+    pairs: int
+    pairs_unsynced: int
+    turns_pending: int  # utterances recorded, never answered
+    sessions: int
+    daily_summaries: int
+    weekly_digests: int
+
+
 EvidenceKind = Literal["mention", "suggestion_accepted"]
 ItemStatus = Literal["candidate", "suggestable", "confirmed", "revoked"]
 

@@ -41,9 +41,6 @@ class PrivacyPolicy:
     def shared(self, category: str | None) -> bool:
         return self.of(category).share
 
-    def session_scoped(self, category: str | None) -> bool:
-        return self.of(category).store == "session"
-
     def expire_at(self, category: str | None, latest: datetime) -> datetime | None:
         match = re.match(r"^days:(\d+)$", self.of(category).store)
         return latest + timedelta(days=int(match.group(1))) if match else None

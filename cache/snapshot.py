@@ -13,7 +13,6 @@ re-serialized whole while building.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 from a2a_common.jsonx import canonical
@@ -110,8 +109,9 @@ def _append(
     return True
 
 
-def build_snapshot(view: CacheView, now: datetime, budget: int, recent_pairs: int = 6) -> Snapshot:
-    """The snapshot for one turn; `view` is already filtered for expiry at `now`."""
+def build_snapshot(view: CacheView, budget: int, recent_pairs: int = 6) -> Snapshot:
+    """The snapshot for one turn; `view` is already filtered for expiry (`read_view` takes the
+    turn's `now`), so the builder needs no clock."""
     snapshot = _skeleton(view)
     room = _Room(budget - size_of(snapshot))
     if room.left < 0:

@@ -17,7 +17,7 @@ from a2a_common import jsonx
 from a2a_common.clock import iso
 from a2a_common.writes import SyncWrite
 from cache.errors import CacheError
-from cache.model import SessionRow, SyncPosition
+from cache.model import CacheCounts, SessionRow, SyncPosition
 from cache.update import UpdateChanges
 
 
@@ -55,17 +55,6 @@ class CacheStore:
             " VALUES (?, ?, ?, ?, ?)",
             [pair_id, turn_id, session_id, text, iso(now)],
         )
-
-    def pair_for_turn(self, turn_id: str) -> dict[str, Any] | None:
-        row = self._one(
-            "SELECT pair_id, session_id, user_text, status, created_at FROM pairs"
-            " WHERE turn_id = ?",
-            [turn_id],
-        )
-        if row is None:
-            return None
-        keys = ("pair_id", "session_id", "user_text", "status", "created_at")
-        return dict(zip(keys, row, strict=True))
 
     def pending_turns(self) -> list[tuple[str, str]]:
         """(turn_id, pair_id) of utterances recorded but never answered."""
@@ -122,6 +111,16 @@ class CacheStore:
             )
         if changes.sync is not None:
             self.set_sync(changes.sync)
+
+    def counts(self) -> CacheCounts:
+        """The rows of every tier, counted in one statement (one read snapshot)."""
+        row = self._one(
+            "SELECT (SELECT count(*) FROM pairs), (SELECT count(*) FROM pairs WHERE synced = 0),"
+            " (SELECT count(*) FROM pairs WHERE status = 'pending'),"
+            " (SELECT count(*) FROM sessions), (SELECT count(*) FROM daily_summaries),"
+            " (SELECT count(*) FROM weekly_digests)"
+        )
+        return CacheCounts(*(int(n) for n in row))
 
     # --- device state and sync position ------------------------------------------------------
     def state(self, key: str, default: Any = None) -> Any:

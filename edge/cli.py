@@ -68,16 +68,16 @@ def _print(value: Any, as_json: bool) -> None:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from edge import inspect
+    from edge import views
 
-    _print(inspect.status(_settings(args)), args.json)
+    _print(views.status(_settings(args)), args.json)
     return 0
 
 
 def cmd_memory_show(args: argparse.Namespace) -> int:
-    from edge import inspect
+    from edge import views
 
-    shown = inspect.memory_show(_settings(args))
+    shown = views.memory_show(_settings(args))
     if args.json:
         _print(shown, True)
         return 0
@@ -127,9 +127,9 @@ def cmd_memory_revoke(args: argparse.Namespace) -> int:
 
 
 def cmd_memory_snapshot(args: argparse.Namespace) -> int:
-    from edge import inspect
+    from edge import views
 
-    snapshot, size = inspect.memory_snapshot(_settings(args))
+    snapshot, size = views.memory_snapshot(_settings(args))
     if args.json:
         print(json.dumps({"bytes": size, "snapshot": snapshot}, ensure_ascii=False))
     else:
@@ -139,9 +139,9 @@ def cmd_memory_snapshot(args: argparse.Namespace) -> int:
 
 
 def cmd_workflows_list(args: argparse.Namespace) -> int:
-    from edge import inspect
+    from edge import views
 
-    rows = inspect.workflows_list(_settings(args), args.limit)
+    rows = views.workflows_list(_settings(args), args.limit)
     if args.json:
         _print(rows, True)
         return 0
@@ -171,9 +171,9 @@ def _timeline_line(entry: dict[str, Any]) -> str:
 
 
 def cmd_workflows_trace(args: argparse.Namespace) -> int:
-    from edge import inspect
+    from edge import views
 
-    trace = inspect.workflow_trace(_settings(args), args.workflow_id)
+    trace = views.workflow_trace(_settings(args), args.workflow_id)
     if trace is None:
         print(f"a2a-edge: no workflow {args.workflow_id}", file=sys.stderr)
         return 1
@@ -214,9 +214,9 @@ def cmd_workflows_cancel(args: argparse.Namespace) -> int:
 
 
 def cmd_sync_status(args: argparse.Namespace) -> int:
-    from edge import inspect
+    from edge import views
 
-    _print(inspect.sync_status(_settings(args)), args.json)
+    _print(views.sync_status(_settings(args)), args.json)
     return 0
 
 
@@ -243,11 +243,11 @@ class _Bar:
 def cmd_sync_replay(args: argparse.Namespace) -> int:
     import time
 
-    from edge import admin, inspect
+    from edge import admin, views
 
     settings = _settings(args)
     secrets = load_secrets(settings)
-    before = inspect.sync_status(settings)["pending"]
+    before = views.sync_status(settings)["pending"]
     bar = _Bar(before)
     command, payload = "sync.replay", {"requeue_dead": args.requeue_dead}
     answer = admin.ask_service(settings, secrets, command, payload)
@@ -258,7 +258,7 @@ def cmd_sync_replay(args: argparse.Namespace) -> int:
         bar = _Bar(total)
         last, still = total, time.monotonic()
         while (
-            pending := inspect.sync_status(settings)["pending"]
+            pending := views.sync_status(settings)["pending"]
         ) and time.monotonic() - still < args.stall_s:
             if pending != last:
                 last, still = pending, time.monotonic()

@@ -28,12 +28,5 @@ def memory_policy(settings: Settings) -> MemoryPolicy:
         timezone=mem.timezone,
         promotion=PromotionPolicy(**mem.promotion.model_dump()),
         retention_days=mem.retention_days,
-        privacy=PrivacyPolicy(
-            categories={
-                name: CategoryPolicy(p.store, p.share)
-                for name, p in settings.privacy.categories.items()
-            },
-            sensitive=frozenset(settings.privacy.sensitive_categories),
-            consented=frozenset(settings.privacy.consented_categories),
-        ),
+        privacy=privacy_policy(settings),
     )

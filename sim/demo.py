@@ -170,7 +170,7 @@ class Demo:
 
     def status(self) -> dict[str, Any]:
         from edge.config import load_settings
-        from edge.inspect import sync_status
+        from edge.views import sync_status
 
         return sync_status(load_settings(self.config))
 
@@ -254,7 +254,7 @@ class Demo:
 
     def preferred_room(self) -> str | None:
         from edge.config import load_settings
-        from edge.inspect import memory_snapshot
+        from edge.views import memory_snapshot
 
         snapshot, _ = memory_snapshot(load_settings(self.config))
         for item in snapshot["long_term"]["profile_items"]:
@@ -264,7 +264,7 @@ class Demo:
 
     def summary(self) -> dict[str, Any]:
         from edge.config import load_settings
-        from edge.inspect import memory_snapshot, workflows_list
+        from edge.views import memory_snapshot, workflows_list
 
         settings = load_settings(self.config)
         by_status: dict[str, int] = {}

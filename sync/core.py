@@ -67,11 +67,6 @@ class _Answer(BaseModel):
     updates: dict[str, Any] = {}
 
 
-def next_batch(rows: Sequence[Pending], limit: int) -> list[Pending]:
-    """Oldest first; rows come ordered by write_id."""
-    return list(rows[:limit])
-
-
 def _position(raw: dict[str, str] | None) -> Position | None:
     if not raw or not isinstance(raw.get("cursor"), str) or not isinstance(raw.get("version"), str):
         return None

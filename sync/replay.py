@@ -18,6 +18,7 @@ from a2a_common.clock import Clock, iso
 from a2a_common.ids import new_ulid
 from cloud_client.errors import CloudBadResponse, CloudRejected, CloudTransient, CloudUnavailable
 from sync.core import Pending, Plan, Position, plan_answer
+from sync.errors import ConflictLoop
 from sync.outbox import SyncOutbox
 
 log = logging.getLogger(__name__)
@@ -100,7 +101,9 @@ class Replayer:
         self, *, attempts: int | None = None, progress: Callable[[int, int], None] | None = None
     ) -> int:
         """Send until the outbox is empty; returns how many writes were acked. With `attempts`
-        set, give up (raising CloudUnavailable) after that many failed tries of one batch."""
+        set, give up (raising CloudUnavailable) after that many failed tries of one batch; give
+        up too (ConflictLoop, also a CloudUnavailable) when the cloud answers version_conflict
+        MAX_CONFLICTS_IN_A_ROW times in a row."""
         retrying = AsyncRetrying(
             retry=retry_if_exception_type(CloudUnavailable),
             wait=backoff(multiplier=0.5, max=self._max_backoff_s, jitter=0.5),
@@ -126,7 +129,7 @@ class Replayer:
             if progress is not None:
                 progress(done, self._outbox.pending())
             if conflicts >= MAX_CONFLICTS_IN_A_ROW:
-                raise CloudUnavailable("the cloud keeps answering version_conflict")
+                raise ConflictLoop(conflicts)
         self.limit = self._batch_size
         return done
 

@@ -43,7 +43,6 @@ ACTIVE_STEP = frozenset({"DISPATCHED", "RUNNING", "NEEDS_USER_INPUT"})
 TERMINAL_WORKFLOW = frozenset({"completed", "failed", "cancelled", "rejected"})
 DEFAULT_DECISION_EVENTS = ("FAILED", "BLOCKED", "TIMEOUT", "NEEDS_USER_INPUT")
 DEFAULT_TERMINAL_EVENTS = ("COMPLETED", "CANCELLED", "WORKFLOW_COMPLETED")
-CANCEL_REASONS = ("pui", "user", "timeout", "supervisor", "dependency", "shutdown")
 
 _TIMES = {"dispatched_at", "ack_deadline", "deadline", "wait_until", "ask_deadline", "created_at"}
 

@@ -168,6 +168,17 @@ class WorkflowStore:
             for ts, etag, kind, detail in rows
         ]
 
+    def counts_by_status(self) -> dict[str, int]:
+        """status -> how many workflows have it (only statuses that occur), ordered by status."""
+        rows = self._db.execute(
+            "SELECT status, count(*) FROM workflows GROUP BY status ORDER BY status"
+        ).fetchall()
+        return {str(status): int(n) for status, n in rows}
+
+    def active_count(self) -> int:
+        """Workflows not yet in a terminal status."""
+        return sum(n for s, n in self.counts_by_status().items() if s not in TERMINAL_WORKFLOW)
+
     def listing(self, limit: int = 50) -> list[dict[str, Any]]:
         rows = self._db.execute(
             "SELECT workflow_id, status, etag, source, turn_id, reason, created_at, updated_at"

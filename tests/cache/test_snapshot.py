@@ -1,7 +1,5 @@
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -10,8 +8,6 @@ from cache.model import CacheView, DailySummary, PairView, ProfileView, SyncPosi
 from cache.snapshot import build_snapshot, size_of
 from cloud_client.models import MemorySnapshot
 from tests.conftest import fixture_json
-
-NOW = datetime(2026, 6, 25, 9, 0, tzinfo=UTC)
 
 
 def seed_view() -> CacheView:
@@ -27,11 +23,11 @@ def seed_view() -> CacheView:
 
 def test_seed_input_example_is_reproduced_field_for_field() -> None:
     expected = fixture_json("seed_turn_input.json")["voice_context"]["memory_snapshot"]
-    assert build_snapshot(seed_view(), NOW, 4096) == expected
+    assert build_snapshot(seed_view(), 4096) == expected
 
 
 def test_empty_cache_still_has_the_whole_shape_and_sync() -> None:
-    snap = build_snapshot(CacheView(sync=SyncPosition("c", "v1")), NOW, 4096)
+    snap = build_snapshot(CacheView(sync=SyncPosition("c", "v1")), 4096)
     assert snap == {
         "source": "ondevice_cache",
         "short_term": {"recent_pairs": [], "session_summary": ""},
@@ -43,7 +39,7 @@ def test_empty_cache_still_has_the_whole_shape_and_sync() -> None:
 
 def test_newest_pairs_kept_in_order_and_limited() -> None:
     pairs = tuple(PairView(f"u{i}", f"a{i}", "DEF") for i in range(10))
-    snap = build_snapshot(CacheView(recent_pairs=pairs), NOW, 4096, recent_pairs=6)
+    snap = build_snapshot(CacheView(recent_pairs=pairs), 4096, recent_pairs=6)
     assert [p["user"] for p in snap["short_term"]["recent_pairs"]] == [
         f"u{i}" for i in range(4, 10)
     ]
@@ -51,7 +47,7 @@ def test_newest_pairs_kept_in_order_and_limited() -> None:
 
 def test_long_text_is_cut_at_a_character_not_a_byte() -> None:
     view = CacheView(recent_pairs=(PairView("청" * 3000, "정" * 3000),))
-    snap = build_snapshot(view, NOW, 1024)
+    snap = build_snapshot(view, 1024)
     data = canonical(snap)
     assert len(data) <= 1024
     data.decode("utf-8")  # never split inside a character
@@ -69,7 +65,7 @@ def test_low_priority_items_drop_first() -> None:
         weekly_digest="주간",
         sync=SyncPosition("cur", "v9"),
     )
-    snap = build_snapshot(view, NOW, 700)
+    snap = build_snapshot(view, 700)
     assert size_of(snap) <= 700
     assert snap["short_term"]["recent_pairs"][0]["user"] == "최근 대화"
     assert snap["short_term"]["session_summary"] == "요약" * 10
@@ -98,7 +94,7 @@ views = st.builds(
 @settings(max_examples=200, deadline=None)
 @given(views, st.integers(min_value=256, max_value=4096))
 def test_never_over_budget_and_deterministic(view: CacheView, budget: int) -> None:
-    first = build_snapshot(view, NOW, budget)
+    first = build_snapshot(view, budget)
     MemorySnapshot.model_validate(first)
     assert size_of(first) <= budget
-    assert canonical(first) == canonical(build_snapshot(view, NOW, budget))
+    assert canonical(first) == canonical(build_snapshot(view, budget))

@@ -1,8 +1,13 @@
-"""The pure replay planning: acks, rejections, conflicts, poison halving."""
+"""The pure replay planning: acks, rejections, conflicts, poison halving — over batches as the
+outbox hands them out (oldest first)."""
 
 from __future__ import annotations
 
-from sync.core import Pending, Position, next_batch, plan_answer
+import sqlite_utils
+
+from a2a_common.writes import SyncWrite
+from sync.core import Pending, Position, plan_answer
+from sync.outbox import SyncOutbox
 
 
 def batch(n: int, start: int = 0) -> list[Pending]:
@@ -12,9 +17,20 @@ def batch(n: int, start: int = 0) -> list[Pending]:
     ]
 
 
-def test_oldest_first_in_batches() -> None:
-    rows = batch(250)
-    assert [w.write_id for w in next_batch(rows, 100)] == [f"w{i:03d}" for i in range(100)]
+def queue(db: sqlite_utils.Database, outbox: SyncOutbox, n: int) -> list[str]:
+    """`n` writes, payload `{"i": i}`, in one transaction; their write ids in queue order."""
+    with db.atomic():
+        return outbox.enqueue(SyncWrite("short_term_pair", {"i": i}) for i in range(n))
+
+
+def test_oldest_first_in_batches(state_db: sqlite_utils.Database, outbox: SyncOutbox) -> None:
+    ids = queue(state_db, outbox, 250)
+    first = outbox.oldest(100)
+    assert [w.write_id for w in first] == ids[:100]
+    assert [w.payload["i"] for w in first] == list(range(100))
+    with state_db.atomic():
+        outbox.ack(ids[:100])
+    assert [w.write_id for w in outbox.oldest(100)] == ids[100:200]
 
 
 def test_ok_answer_acks_rejects_and_keeps_the_rest() -> None:
@@ -45,14 +61,17 @@ def test_conflict_applies_updates_adopts_and_resends() -> None:
     assert plan.updates == {"deleted_profile_keys": ["k"]}
 
 
-def test_whole_batch_4xx_halves_until_one_write_is_dead() -> None:
+def test_whole_batch_4xx_halves_until_one_write_is_dead(
+    state_db: sqlite_utils.Database, outbox: SyncOutbox
+) -> None:
     poison = 57  # writes before it must be acked on the way, in order
-    rows = batch(100)
-    limit, acked, dead, requests = 100, [], [], 0
-    while rows:
-        sent = next_batch(rows, limit)
+    ids = queue(state_db, outbox, 100)
+    limit, requests = 100, 0
+    acked: list[str] = []
+    dead: list[tuple[str, str]] = []
+    while sent := outbox.oldest(limit):
         requests += 1
-        if any(int(w.write_id[1:]) == poison for w in sent):
+        if any(w.payload["i"] == poison for w in sent):
             plan = plan_answer(sent, 422, {"error": "unprocessable"}, limit=limit, batch_size=100)
         else:
             plan = plan_answer(
@@ -60,12 +79,14 @@ def test_whole_batch_4xx_halves_until_one_write_is_dead() -> None:
             )
         acked += plan.ack
         dead += plan.dead
-        done = set(plan.ack) | {w for w, _ in plan.dead}
-        rows = [w for w in rows if w.write_id not in done]
+        with state_db.atomic():
+            outbox.ack(plan.ack)
+            outbox.kill(plan.dead)
         limit = plan.next_limit
-    assert dead == [("w057", "HTTP 422: unprocessable")]
-    assert acked == [f"w{i:03d}" for i in range(100) if i != poison]
+    assert dead == [(ids[poison], "HTTP 422: unprocessable")]
+    assert acked == [w for i, w in enumerate(ids) if i != poison]
     assert requests < 40
+    assert outbox.pending() == 0 and outbox.dead_count() == 1
 
 
 def test_garbage_answer_keeps_everything() -> None:

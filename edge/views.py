@@ -1,4 +1,7 @@
-"""Read-only views of the state DB for the CLI (safe while the service runs: WAL readers)."""
+"""Read-only views of the state DB for the CLI (safe while the service runs: WAL readers).
+
+Each package owns its tables: these views read through the owning stores (CacheStore,
+WorkflowStore, SyncOutbox, the MQTT DurableOutbox), never with SQL of their own."""
 
 from __future__ import annotations
 
@@ -12,8 +15,10 @@ import sqlite_utils
 from a2a_common.clock import SystemClock, iso, parse_iso
 from a2a_common.jsonx import canonical
 from a2a_common.sqlite import open_readonly, schema_version
-from cache.memory import Memory, MemoryPolicy
+from cache.memory import Memory
+from cache.store import CacheStore
 from edge.config import Settings
+from edge.outbound import DurableOutbox
 from edge.schema import MIGRATIONS
 from sync.outbox import SyncOutbox
 from taskmanager.store import WorkflowStore
@@ -28,17 +33,13 @@ def readonly_db(settings: Settings) -> Iterator[sqlite_utils.Database]:
         db.close()
 
 
-def _count(db: sqlite_utils.Database, sql: str) -> int:
-    return int(db.execute(sql).fetchone()[0])
-
-
 def status(settings: Settings) -> dict[str, Any]:
     with readonly_db(settings) as db:
-        cursor, version = db.execute("SELECT cursor, version FROM sync_position").fetchone()
-        beat_row = db.execute(
-            "SELECT value FROM device_state WHERE key = 'runtime_heartbeat'"
-        ).fetchone()
-        beat = json.loads(beat_row[0]) if beat_row else {}
+        cache = CacheStore(db=db)
+        counts = cache.counts()
+        position = cache.sync_position()
+        sync_outbox = SyncOutbox(db=db, clock=SystemClock())
+        beat = cache.state("runtime_heartbeat", {})
         age = None
         if beat.get("ts"):
             age = round((SystemClock().now() - parse_iso(beat["ts"])).total_seconds(), 1)
@@ -52,22 +53,18 @@ def status(settings: Settings) -> dict[str, Any]:
             "broker": beat.get("broker", "unknown"),
             "cloud": beat.get("cloud", "unknown"),
             "loop_lag_ms": beat.get("loop_lag_ms"),
-            "active_workflows": _count(
-                db,
-                "SELECT count(*) FROM workflows WHERE status NOT IN"
-                " ('completed', 'failed', 'cancelled', 'rejected')",
-            ),
+            "active_workflows": WorkflowStore(db=db).active_count(),
             "db_bytes": db_bytes,
             "device_id": settings.device_id,
             "state_db": str(settings.state_db_path),
             "schema_version": schema_version(db),
-            "pairs": _count(db, "SELECT count(*) FROM pairs"),
-            "sessions": _count(db, "SELECT count(*) FROM sessions"),
-            "turns_pending": _count(db, "SELECT count(*) FROM pairs WHERE status = 'pending'"),
-            "mqtt_outbox": _count(db, "SELECT count(*) FROM mqtt_outbox"),
-            "sync_outbox": _count(db, "SELECT count(*) FROM sync_outbox"),
-            "sync_dead_letters": _count(db, "SELECT count(*) FROM sync_dead"),
-            "sync": {"cursor": cursor, "version": version},
+            "pairs": counts.pairs,
+            "sessions": counts.sessions,
+            "turns_pending": counts.turns_pending,
+            "mqtt_outbox": DurableOutbox(db=db, clock=SystemClock()).pending(),
+            "sync_outbox": sync_outbox.pending(),
+            "sync_dead_letters": sync_outbox.dead_count(),
+            "sync": {"cursor": position.cursor, "version": position.version},
         }
 
 
@@ -103,13 +100,14 @@ def memory_show(settings: Settings) -> dict[str, Any]:
         by_status: dict[str, int] = {}
         for item in items:
             by_status[item["status"]] = by_status.get(item["status"], 0) + 1
+        counts = memory.store.counts()
         return {
             "tiers": {
-                "pairs": _count(db, "SELECT count(*) FROM pairs"),
-                "pairs_unsynced": _count(db, "SELECT count(*) FROM pairs WHERE synced = 0"),
-                "sessions": _count(db, "SELECT count(*) FROM sessions"),
-                "daily_summaries": _count(db, "SELECT count(*) FROM daily_summaries"),
-                "weekly_digests": _count(db, "SELECT count(*) FROM weekly_digests"),
+                "pairs": counts.pairs,
+                "pairs_unsynced": counts.pairs_unsynced,
+                "sessions": counts.sessions,
+                "daily_summaries": counts.daily_summaries,
+                "weekly_digests": counts.weekly_digests,
                 "profile_items": by_status,
             },
             "current_session": latest.session_id if latest else None,
@@ -153,7 +151,7 @@ def sync_status(settings: Settings) -> dict[str, Any]:
 
     with readonly_db(settings) as db:
         outbox = SyncOutbox(db=db, clock=SystemClock())
-        position = Memory(db=db, clock=SystemClock(), policy=MemoryPolicy()).sync_position()
+        position = CacheStore(db=db).sync_position()
         sync = settings.sync
         return {
             "pending": outbox.pending(),
