@@ -2,7 +2,8 @@
 
 Each package derives its own branch from `EdgeError` and raises nothing else on purpose;
 third-party exceptions are translated where they enter (`raise ... from exc`): httpx into
-`CloudUnavailable` / `CloudRejected`, `sqlite3.Error` into `StorageError` / `CacheError`.
+`CloudUnavailable` / `CloudRejected`; `sqlite3.Error` into `StorageError` where the DB is
+opened and into `StorageUnavailable` where a unit of work commits (`edge/commits.py`).
 Catch a branch to handle one package's failures, `EdgeError` to handle any of ours.
 
 The tree, each class with the module it lives in (tests/a2a_common/test_errors.py checks the
@@ -10,6 +11,7 @@ drawing against the code, so it cannot go stale):
 
 * EdgeError               a2a_common.errors
   + StorageError          a2a_common.sqlite
+  | - StorageUnavailable  a2a_common.sqlite
   | - SchemaTooNew        a2a_common.sqlite
   + ConfigError           edge.errors
   + ServiceSilent         edge.errors

@@ -110,6 +110,7 @@ def build_app(
         cloud=cloud,
         replayer=Replayer(
             db=db,
+            atomic=commits.atomic,
             clock=clock,
             outbox=sync_outbox,
             poster=cloud,

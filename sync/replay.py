@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 import sqlite_utils
@@ -49,6 +50,7 @@ class Replayer:
         self,
         *,
         db: sqlite_utils.Database,
+        atomic: Callable[[], AbstractContextManager[object]] | None = None,
         clock: Clock,
         outbox: SyncOutbox,
         poster: Poster,
@@ -58,7 +60,9 @@ class Replayer:
         deadline_s: float = 10.0,
         max_backoff_s: float = 60.0,
     ) -> None:
-        self._db = db
+        # the writer's transactions: edge passes its unit of work's, so that one connection
+        # has one transaction API (and storage errors are translated where they commit)
+        self._atomic = atomic or db.atomic
         self._clock = clock
         self._outbox = outbox
         self._poster = poster
@@ -142,7 +146,7 @@ class Replayer:
             "writes": [w.wire() for w in batch],
         }
         self.in_flight = len(batch)
-        with self._db.atomic():
+        with self._atomic():
             self._outbox.set_meta("in_flight", str(len(batch)))
         try:
             # one try per request: retries go through `drain`, which reads the batch again
@@ -160,19 +164,19 @@ class Replayer:
             raise
         finally:
             self.in_flight = 0
-            with self._db.atomic():
+            with self._atomic():
                 self._outbox.set_meta("in_flight", "0")
         return plan_answer(batch, status, answer, limit=self.limit, batch_size=self._batch_size)
 
     def _note_error(self, batch: list[Pending], error: str) -> None:
-        with self._db.atomic():
+        with self._atomic():
             self._outbox.attempted([w.write_id for w in batch], error)
             self._outbox.set_meta("last_error", f"{iso(self._clock.now())} {error}")
 
     def _apply(self, batch: list[Pending], plan: Plan) -> None:
         """The answer, atomically: acks, dead letters, updates and the sync position together."""
         by_id = {w.write_id: w for w in batch}
-        with self._db.atomic():
+        with self._atomic():
             self._outbox.ack(plan.ack)
             self._sink.acked([by_id[w] for w in plan.ack])
             self._outbox.kill(plan.dead)

@@ -187,7 +187,3 @@ class WorkflowStore:
         )
         names = [d[0] for d in rows.description]
         return [dict(zip(names, r, strict=True)) for r in rows.fetchall()]
-
-    def counts_by_status(self) -> dict[str, int]:
-        rows = self._db.execute("SELECT status, count(*) FROM workflows GROUP BY status")
-        return {str(status): int(n) for status, n in rows.fetchall()}
