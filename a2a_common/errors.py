@@ -12,6 +12,7 @@ drawing against the code, so it cannot go stale):
 * EdgeError               a2a_common.errors
   + StorageError          a2a_common.sqlite
   | - StorageUnavailable  a2a_common.sqlite
+  | - StorageCorrupt      a2a_common.sqlite
   | - SchemaTooNew        a2a_common.sqlite
   + ConfigError           edge.errors
   + ServiceSilent         edge.errors

@@ -26,8 +26,39 @@ class StorageError(EdgeError):
 
 
 class StorageUnavailable(StorageError):
-    """A write or commit the DB refused (disk or size cap full, read-only file, I/O error):
-    nothing of the unit of work is on disk."""
+    """A write or commit the DB refused for now (disk or size cap full, read-only file, I/O
+    error, locked): nothing of the unit of work is on disk; the same work may succeed later."""
+
+
+class StorageCorrupt(StorageError):
+    """The DB file is damaged (or not a database): no retry will help; restore a backup."""
+
+
+# primary result codes (the low byte of an extended code) that mean "not now", not "never"
+_TRANSIENT = {
+    sqlite3.SQLITE_BUSY,
+    sqlite3.SQLITE_LOCKED,
+    sqlite3.SQLITE_NOMEM,
+    sqlite3.SQLITE_READONLY,
+    sqlite3.SQLITE_IOERR,
+    sqlite3.SQLITE_FULL,
+    sqlite3.SQLITE_CANTOPEN,
+    sqlite3.SQLITE_PERM,
+}
+_CORRUPT = {sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB}
+
+
+def storage_error(exc: sqlite3.Error) -> StorageError:
+    """What a `sqlite3.Error` means for the runtime: `StorageUnavailable` (retry later),
+    `StorageCorrupt` (stop), or a plain `StorageError` (a statement of ours is wrong: a bug,
+    treated like any failing handler)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    primary = code & 0xFF if isinstance(code, int) else None
+    if primary in _CORRUPT or "malformed" in str(exc):
+        return StorageCorrupt(str(exc))
+    if primary in _TRANSIENT or (primary is None and isinstance(exc, sqlite3.OperationalError)):
+        return StorageUnavailable(str(exc))
+    return StorageError(str(exc))
 
 
 class SchemaTooNew(StorageError):

@@ -89,6 +89,10 @@ class Memory:
         return pair_id, session_id
 
     def apply_turn(self, pair_id: str, session_id: str, changes: UpdateChanges) -> list[SyncWrite]:
+        """The planner's update of a turn. Nothing when the user had the utterance forgotten
+        while the planner answered: what it said is not recorded, nor learnt from."""
+        if not self.store.has_pair(pair_id):
+            return []
         self.store.apply_changes(pair_id, session_id, changes, self._clock.now())
         writes = [self.store.pair_write(pair_id)]
         for cand in changes.profile_candidates:
@@ -98,14 +102,19 @@ class Memory:
         return writes
 
     def close_unanswered(self, pair_id: str, status: str) -> list[SyncWrite]:
+        if not self.store.has_pair(pair_id):  # forgotten meanwhile
+            return []
         self.store.close_pair(pair_id, status=status, now=self._clock.now())
         return [self.store.pair_write(pair_id)]
 
     def observe(
         self, candidates: list[CandidateIn], *, pair_id: str, session_id: str
     ) -> list[SyncWrite]:
-        """The device's own evidence (e.g. a completed move → purify), tied to its turn's pair."""
+        """The device's own evidence (e.g. a completed move → purify), tied to its turn's pair;
+        none when that pair was forgotten."""
         writes: list[SyncWrite] = []
+        if candidates and not self.store.has_pair(pair_id):
+            return writes
         for cand in candidates:
             writes += self.profile.add_evidence(
                 cand, pair_id=pair_id, session_id=session_id, source="device"

@@ -79,6 +79,9 @@ class CacheStore:
             [status, assistant_text, route_family, workflow_id, iso(now), pair_id],
         )
 
+    def has_pair(self, pair_id: str) -> bool:
+        return self._one("SELECT 1 FROM pairs WHERE pair_id = ?", [pair_id]) is not None
+
     def pair_write(self, pair_id: str) -> SyncWrite:
         """The `short_term_pair` sync write of a closed pair."""
         cursor = self._db.execute(

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 from a2a_common import jsonx
 from a2a_common.clock import Clock, iso
@@ -31,7 +32,7 @@ from cloud_client.models import TurnResponse
 from edge import timings
 from edge.checkpointer import Checkpointer
 from edge.config import Settings
-from edge.inbox import InboxDedupe
+from edge.inbox import InboxDeadLetters, InboxDedupe
 from edge.memory_ops import MemoryOps
 from edge.metrics import Metrics
 from edge.offline import match_intent
@@ -66,6 +67,7 @@ from taskmanager.model import ACTIVE_STEP
 from taskmanager.service import TaskManager, TurnRef
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 FORGET_SCOPES = ("pair", "session", "profile_key", "all")
 
 
@@ -90,6 +92,7 @@ class DeviceApp:
         outbox: DurableOutbox,
         sync_outbox: SyncOutbox,
         dedupe: InboxDedupe,
+        dead_letters: InboxDeadLetters,
         memory_ops: MemoryOps,
         checkpointer: Checkpointer,
         cloud: CloudClient,
@@ -109,6 +112,7 @@ class DeviceApp:
         self.outbox = outbox
         self.sync = sync_outbox
         self.dedupe = dedupe
+        self.dead_letters = dead_letters
         self.memory_ops = memory_ops
         self.checkpointer = checkpointer
         self.cloud = cloud
@@ -130,19 +134,34 @@ class DeviceApp:
         self.memory.db.execute("SELECT 1").fetchone()
 
     def reap(self) -> None:
-        """Delete the MQTT outbox rows the broker has PUBACKed."""
-        self.outbox.reap()
+        """Delete the MQTT outbox rows the broker has PUBACKed (kept for later when the DB
+        refuses: a row left is sent again at the next start, and receivers dedupe)."""
+        try:
+            with self.work.commits.atomic():
+                self.outbox.reap()
+        except StorageUnavailable as exc:
+            log.debug("PUBACKed rows not deleted yet: %s", exc)
 
     def sweep(self) -> bool:
         """One bounded batch of memory retention; True when it removed something."""
         with self.unit():
             return any(self.memory_ops.sweep().values())
 
-    async def close(self) -> None:
+    async def close(self, timeout_s: float = 2.0) -> None:
+        """Bounded: a cloud connection that hangs (TLS) does not hold the process."""
         self.outbox.reap()
-        await self.cloud.aclose()
+        try:
+            await asyncio.wait_for(self.cloud.aclose(), timeout_s)
+        except (TimeoutError, OSError) as exc:
+            log.warning("closing the cloud client: %r", exc)
         self.checkpointer.close()
         self.memory.db.close()
+
+    def dead_letter(self, topic: str, payload: bytes, error: str) -> None:
+        """A message a handler failed on (SPEC §2.4): kept for the operator, then refused."""
+        with self.unit():
+            self.dead_letters.add(topic, payload, error)
+        self.refuse(topic, Refusal("internal_error", "the runtime could not apply it"))
 
     def refuse(self, topic: str, refusal: Refusal) -> None:
         """SPEC §2: a refusal on `P/runtime/error` (QoS 0: it reports, it changes nothing)."""
@@ -216,15 +235,17 @@ class DeviceApp:
         """Ask the planner (one turn at a time) and close the turn with what it said."""
         async with self._turn_lock:
             try:
-                status = await self._ask(turn)
+                answer = await self._ask(turn)
+                status = await self._retrying(turn, partial(self.close_turn, turn, answer))
+                turn.watch.lap("apply")
             except asyncio.CancelledError:
-                raise
+                raise  # stopping: the turn is answered `interrupted` at the next start
             except Exception:
                 log.exception("turn %s failed inside the runtime", turn.turn_id)
-                try:
-                    self.close_unanswered(turn.turn_id, turn.pair_id, "error", "internal_error")
-                except StorageUnavailable as exc:  # the DB is full: answered after a restart
-                    log.error("turn %s left pending: %s", turn.turn_id, exc)
+                close = partial(
+                    self.close_unanswered, turn.turn_id, turn.pair_id, "error", "internal_error"
+                )
+                await self._retrying(turn, close)
                 return
         self.metrics.inc("a2a_turns_total", "turns answered", status=status)
         if status == "ok":
@@ -234,7 +255,22 @@ class DeviceApp:
         else:  # the cloud answered: the replay need not wait for its backoff
             self.replayer.kick()
 
-    async def _ask(self, turn: Received) -> str:
+    async def _retrying(self, turn: Received, close: Callable[[], T]) -> T:
+        """Close the turn; while the DB refuses writes, try again with backoff: the answer
+        waits in memory and goes out once storage is back (SPEC §2.4)."""
+        delay = 0.1
+        while True:
+            try:
+                return close()
+            except StorageUnavailable as exc:
+                if delay == 0.1:
+                    log.error(
+                        "turn %s waits for the state DB to take writes: %s", turn.turn_id, exc
+                    )
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+    async def _ask(self, turn: Received) -> TurnResponse | CloudError:
         turn.watch.lap("queue")
         request = turn_request(
             turn, self.memory, device_id=self.settings.device_id, clock=self.clock
@@ -252,10 +288,8 @@ class DeviceApp:
                 watch=turn.watch,
             )
         except CloudError as exc:
-            return self.close_turn(turn, exc)
-        status = self.close_turn(turn, response)
-        turn.watch.lap("apply")
-        return status
+            return exc
+        return response
 
     def close_turn(self, turn: Received, answer: TurnResponse | CloudError) -> str:
         """Close the turn with the planner's answer, or with why there is none: the answer,
@@ -450,12 +484,22 @@ class DeviceApp:
         return {"ok": True, "result": {"cancelled": [w.workflow_id for w in result.finished]}}
 
     def _forget(self, scope: Any, target: Any) -> dict[str, Any]:
-        if scope not in FORGET_SCOPES or (scope == "all") != (target is None):
-            return {"ok": False, "error": "args: scope pair|session|profile_key (with id) or all"}
+        if scope not in FORGET_SCOPES:
+            return {"ok": False, "error": "args.scope: pair|session|profile_key (with id) or all"}
+        if scope == "all" and target is not None:
+            return {"ok": False, "error": "args.id must be absent for scope all"}
+        if scope != "all" and not (isinstance(target, str) and 0 < len(target) <= 128):
+            return {"ok": False, "error": "args.id must be a string of 1 to 128 characters"}
         with self.unit():
-            removed = self.memory_ops.forget(scope, target)
-            self.after_commit(self.checkpointer.truncate)
+            removed = self._forget_in_unit(scope, target)
         return {"ok": True, "result": {"removed": removed}}
+
+    def _forget_in_unit(self, scope: str, target: str | None) -> dict[str, int]:
+        removed = self.memory_ops.forget(scope, target)
+        if scope == "all":  # a dead-lettered turn holds the user's words too
+            log.info("forget all: %d inbound dead letters wiped", self.dead_letters.wipe())
+        self.after_commit(self.checkpointer.truncate)
+        return removed
 
     def _revoke(self, key: Any) -> dict[str, Any]:
         if not isinstance(key, str) or not key:
@@ -477,7 +521,6 @@ class DeviceApp:
             return
         with self.unit():
             self.dedupe.mark(key, arrival.topic)
-            removed = self.memory_ops.forget(msg.scope, msg.id)
+            removed = self._forget_in_unit(msg.scope, msg.id)
             body = {"request_id": msg.request_id, "removed": removed}
             self.outbox.enqueue(self.topics.forget_result, body)
-            self.after_commit(self.checkpointer.truncate)

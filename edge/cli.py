@@ -13,7 +13,7 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +54,23 @@ def cmd_run(args: argparse.Namespace) -> int:
     runtime = build_runtime(
         settings, secrets, clock=clock, config_path=Path(args.config) if args.config else None
     )
-    return asyncio.run(runtime.run())
+    return run_bounded(runtime.run())
+
+
+def run_bounded(main: Coroutine[Any, Any, int], grace_s: float = 1.0) -> int:
+    """`asyncio.run`, except that tasks still alive when `main` returns get `grace_s` to end
+    after a cancel instead of being waited for without end (a task that swallowed its
+    cancellation kept a stopped service alive, SPEC §6)."""
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(main)
+    finally:
+        left = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        for task in left:
+            task.cancel()
+        if left:
+            loop.run_until_complete(asyncio.wait(left, timeout=grace_s))
+        loop.close()
 
 
 def _print(value: Any, as_json: bool) -> None:
@@ -211,6 +227,22 @@ def cmd_workflows_cancel(args: argparse.Namespace) -> int:
     else:
         print(f"a2a-edge: {answer.get('error')}", file=sys.stderr)
     return 0 if answer.get("ok") else 1
+
+
+def cmd_inbox_dead(args: argparse.Namespace) -> int:
+    from edge import views
+
+    rows = views.inbox_dead(_settings(args), args.limit)
+    if args.json:
+        _print(rows, True)
+        return 0
+    print(f"{'id':>6}  {'received':<26} {'bytes':>6}  {'topic':<40} error")
+    for row in rows:
+        print(
+            f"{row['id']:>6}  {row['received_at']:<26} {row['bytes']:>6}  {row['topic']:<40}"
+            f" {row['error']}"
+        )
+    return 0
 
 
 def cmd_sync_status(args: argparse.Namespace) -> int:
@@ -374,6 +406,16 @@ def _add_sync(sub: Any) -> None:
         cmd.add_argument("--json", action="store_true")
 
 
+def _add_inbox(sub: Any) -> None:
+    inbox = sub.add_parser("inbox", help="inbound messages the runtime could not apply")
+    inbox_sub = inbox.add_subparsers(dest="inbox_command", required=True)
+    dead = inbox_sub.add_parser("dead", help="dead letters: refused after a handler failed")
+    dead.add_argument("--limit", type=int, default=100)
+    dead.add_argument("--config")
+    dead.add_argument("--json", action="store_true")
+    dead.set_defaults(func=cmd_inbox_dead)
+
+
 def _add_sim(sub: Any) -> None:
     sim = sub.add_parser("sim", help="reference counterparts for development and tests")
     sim_sub = sim.add_subparsers(dest="sim_command", required=True)
@@ -418,6 +460,7 @@ def parser() -> argparse.ArgumentParser:
     _add_memory(sub)
     _add_workflows(sub)
     _add_sync(sub)
+    _add_inbox(sub)
     demo = sub.add_parser("demo", help="broker + sim cloud + runtime on this machine, one turn")
     demo.add_argument("--verbose", action="store_true", help="show the runtime's log")
     demo.add_argument("--json", action="store_true", help="print the events as JSON lines")

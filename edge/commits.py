@@ -8,8 +8,9 @@ part that registered it rolled back: inbound messages are acknowledged and turns
 for what is on disk. `on_commit`, given once where the graph is built, runs after every
 outermost commit (it hands the committed MQTT outbox rows to the broker).
 
-This is also the one place storage errors are translated: any `sqlite3.Error` leaving a unit of
-work becomes `StorageUnavailable` (raised from it), so callers never catch sqlite3 themselves.
+This is also the one place storage errors are translated: a `sqlite3.Error` leaving a unit of
+work becomes `StorageUnavailable` (retry later), `StorageCorrupt` (stop) or `StorageError` (a
+bug), raised from it (`a2a_common.sqlite.storage_error`), so callers never catch sqlite3.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from contextlib import contextmanager
 
 import sqlite_utils
 
-from a2a_common.sqlite import StorageUnavailable
+from a2a_common.sqlite import storage_error
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +43,7 @@ class Commits:
                 yield
         except sqlite3.Error as exc:
             self._levels.pop()  # rolled back: what it registered never happens
-            raise StorageUnavailable(str(exc)) from exc
+            raise storage_error(exc) from exc
         except BaseException:
             self._levels.pop()
             raise

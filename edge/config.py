@@ -50,6 +50,8 @@ class MqttSettings(_Section):
     reconnect_min_s: float = Field(0.5, gt=0, le=60)
     reconnect_max_s: float = Field(30.0, gt=0, le=3600)
     dedupe_keep_days: int = Field(7, ge=1, le=3650)
+    dead_letters_keep: int = Field(1000, ge=1, le=1_000_000)  # inbound dead letters (SPEC 2.4)
+    dead_letters_keep_days: int = Field(7, ge=1, le=3650)
 
     @field_validator("protocol", mode="before")
     @classmethod

@@ -1,10 +1,30 @@
-"""Ids of applied inbound messages, so a redelivery (QoS 1 is at least once) is applied once."""
+"""What the runtime keeps of inbound messages: the ids of applied ones, so a redelivery (QoS 1 is
+at least once) is applied once; and the dead letters, the payloads of messages a handler failed
+on (SPEC §2.4), refused and acknowledged, kept for the operator (`a2a-edge inbox dead`)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import sqlite_utils
 
 from a2a_common.clock import Clock, iso
+from a2a_common.sqlite import Migration
+
+
+def _v1(db: sqlite_utils.Database) -> None:
+    db.execute(
+        """CREATE TABLE inbox_dead (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            topic TEXT NOT NULL,
+            payload BLOB NOT NULL,
+            error TEXT NOT NULL,
+            received_at TEXT NOT NULL)"""
+    )
+    db.execute("CREATE INDEX inbox_dead_at ON inbox_dead (received_at)")
+
+
+MIGRATIONS = [Migration("edge_0003_inbox_dead_letters", _v1)]
 
 
 class InboxDedupe:
@@ -34,3 +54,57 @@ class InboxDedupe:
             [before, limit],
         )
         return int(cursor.rowcount)
+
+
+class InboxDeadLetters:
+    """Bounded in count and age (the retention loop prunes them); a payload may hold the
+    user's words, so `forget --all` wipes them too."""
+
+    def __init__(self, *, db: sqlite_utils.Database, clock: Clock, keep: int) -> None:
+        self._db = db
+        self._clock = clock
+        self._keep = keep
+
+    def add(self, topic: str, payload: bytes, error: str) -> None:
+        """Inside the caller's transaction; the oldest beyond `keep` go at once."""
+        self._db.execute(
+            "INSERT INTO inbox_dead (topic, payload, error, received_at) VALUES (?, ?, ?, ?)",
+            [topic, payload, error[:500], iso(self._clock.now())],
+        )
+        self._db.execute(
+            "DELETE FROM inbox_dead WHERE id <= (SELECT max(id) FROM inbox_dead) - ?",
+            [self._keep],
+        )
+
+    def listing(self, limit: int = 100) -> list[dict[str, Any]]:
+        rows = self._db.execute(
+            "SELECT id, topic, payload, error, received_at FROM inbox_dead"
+            " ORDER BY id DESC LIMIT ?",
+            [limit],
+        ).fetchall()
+        return [
+            {
+                "id": row_id,
+                "topic": topic,
+                "error": error,
+                "received_at": at,
+                "bytes": len(payload),
+                "payload": bytes(payload).decode("utf-8", errors="replace"),
+            }
+            for row_id, topic, payload, error, at in rows
+        ]
+
+    def count(self) -> int:
+        return int(self._db.execute("SELECT count(*) FROM inbox_dead").fetchone()[0])
+
+    def prune(self, before: str, limit: int) -> int:
+        """Up to `limit` dead letters received before `before`; returns how many."""
+        cursor = self._db.execute(
+            "DELETE FROM inbox_dead WHERE id IN"
+            " (SELECT id FROM inbox_dead WHERE received_at < ? LIMIT ?)",
+            [before, limit],
+        )
+        return int(cursor.rowcount)
+
+    def wipe(self) -> int:
+        return int(self._db.execute("DELETE FROM inbox_dead").rowcount)

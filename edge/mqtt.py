@@ -20,7 +20,7 @@ import sys
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import paho.mqtt.client as paho
@@ -63,6 +63,10 @@ class Inbound:
     generation: int
     retained: bool
     received_at: float = field(default_factory=time.perf_counter)  # paho thread, on arrival
+    held: bool = False  # the DB could not take it; already refused once as storage_unavailable
+
+    def as_held(self) -> Inbound:
+        return replace(self, held=True)
 
 
 @dataclass(frozen=True)
@@ -87,13 +91,12 @@ class Batch:
     def __init__(self, queue: deque[Inbound], limit: int) -> None:
         self._queue = queue
         self._limit = limit
-        self.taken: list[Inbound] = []
 
     def __iter__(self) -> Iterator[Inbound]:
-        while self._queue and len(self.taken) < self._limit:
-            msg = self._queue.popleft()
-            self.taken.append(msg)
-            yield msg
+        taken = 0
+        while self._queue and taken < self._limit:
+            taken += 1
+            yield self._queue.popleft()
 
 
 class MqttChannel:

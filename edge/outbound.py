@@ -105,12 +105,15 @@ class DurableOutbox:
             self._acked.append(row_id)
 
     def reap(self) -> int:
-        acked, self._acked = self._acked, []
+        """Delete the PUBACKed rows (inside the caller's transaction, or one of its own); when
+        the DB refuses, they stay listed for the next reap."""
+        acked = list(self._acked)
         if acked:
             with self._db.atomic():
                 self._db.conn.executemany(
                     "DELETE FROM mqtt_outbox WHERE id = ?", [(row_id,) for row_id in acked]
                 )
+            del self._acked[: len(acked)]
         return len(acked)
 
     def _delete(self, row_id: int) -> None:

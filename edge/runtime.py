@@ -10,11 +10,13 @@ housekeeping (retention, prune) and a bounded shutdown. What an input means is t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import logging
 import os
 import signal
 import time
+from collections.abc import Iterable
 from datetime import timedelta
 from functools import partial
 from pathlib import Path
@@ -22,14 +24,14 @@ from typing import Any
 
 from a2a_common import jsonx
 from a2a_common.clock import iso, parse_iso
-from a2a_common.sqlite import StorageUnavailable, schema_version
+from a2a_common.sqlite import StorageCorrupt, StorageUnavailable, schema_version
 from edge import __version__
 from edge.app import Arrival, DeviceApp
 from edge.config import Settings, load_settings
 from edge.errors import ConfigError
 from edge.metrics import Labels
 from edge.metrics import serve as serve_metrics
-from edge.mqtt import Batch, ChannelHandlers, Inbound, LastWill, MqttChannel
+from edge.mqtt import ChannelHandlers, Inbound, LastWill, MqttChannel
 from edge.notify import Notifier
 from edge.policies import privacy_policy
 from edge.routes import Router, route_table
@@ -37,12 +39,30 @@ from edge.topics import Refusal
 
 log = logging.getLogger(__name__)
 
-SHUTDOWN_GRACE_S = 3.0
+SHUTDOWN_GRACE_S = 3.0  # for turns waiting on the cloud
+SHUTDOWN_BUDGET_S = 8.0  # the whole shutdown (systemd's TimeoutStopSec is 10 s)
 WARNINGS_EVERY_S = 30.0
 HEARTBEAT_EVERY_S = 5.0
 DEBUG_BLOCK_S = 3.0
 MAX_BATCH = 100  # inbound messages per group commit
 REAP_AFTER_S = 0.05  # PUBACKed rows are deleted together, or with the next group commit
+MAX_HELD = 1000  # inbound messages held while the DB refuses writes; beyond, refused and acked
+HOLD_RETRY_MIN_S, HOLD_RETRY_MAX_S = 0.1, 5.0
+DEBUG_RAISE = b'"a2a_debug_raise"'  # with A2A_DEBUG_HOOKS=1 a payload with this key fails
+
+
+async def _cancel(tasks: list[asyncio.Task[None]], timeout_s: float) -> None:
+    """Cancel and wait for them, at most `timeout_s` (a task may swallow a cancellation:
+    it is asked again until the time is up)."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout_s
+    pending = {t for t in tasks if not t.done()}
+    while pending and loop.time() < end:
+        for task in pending:
+            task.cancel()
+        _done, pending = await asyncio.wait(pending, timeout=min(0.2, end - loop.time()))
+    for task in pending:
+        log.warning("a task did not stop when cancelled: %s", task.get_name())
 
 
 def seconds_between(later: str, earlier: str) -> float:
@@ -75,6 +95,14 @@ class Runtime:
         self._gc_started = 0.0
         self._servers: list[asyncio.Server] = []
         self._last_broker_error = ""
+        self._debug = os.environ.get("A2A_DEBUG_HOOKS") == "1"  # tests: faults on purpose
+        self._held: list[Inbound] = []  # what the DB could not take yet, in arrival order
+        self._retry_handle: asyncio.TimerHandle | None = None
+        self._retry_delay = HOLD_RETRY_MIN_S
+        self._storage_error = ""
+        self._heartbeat_error = ""
+        self._published_problems: list[str] = []
+        self._exit_code = 0
 
     # --- life cycle -------------------------------------------------------------------------
     def _status(self, state: str) -> bytes:
@@ -85,6 +113,9 @@ class Runtime:
         }
         if state == "online" and self._warnings:
             body["warnings"] = self._warnings
+        if state == "online" and self._problems():
+            body["health"] = "degraded"
+            body["problems"] = self._problems()
         return jsonx.dumps(body).encode("utf-8")
 
     async def run(self) -> int:
@@ -92,7 +123,7 @@ class Runtime:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._stop.set)
         loop.add_signal_handler(signal.SIGHUP, self._reload)
-        if os.environ.get("A2A_DEBUG_HOOKS") == "1":  # tests: wedge the loop on purpose
+        if self._debug:  # tests: wedge the loop on purpose
             loop.add_signal_handler(signal.SIGUSR2, lambda: time.sleep(DEBUG_BLOCK_S))
         app = self._app
         recovered = app.recover()
@@ -139,10 +170,10 @@ class Runtime:
         ]
         await self._stop.wait()
         self._accepting = False
-        for task in background:
-            task.cancel()
-        await self._shutdown()
-        return 0
+        if self._retry_handle is not None:
+            self._retry_handle.cancel()  # held messages stay unacked: the broker keeps them
+        await self._shutdown(background)
+        return self._exit_code
 
     def _gc_timer(self, phase: str, info: dict[str, Any]) -> None:
         if phase == "start":
@@ -171,26 +202,37 @@ class Runtime:
             len(fresh.privacy.consented_categories),
         )
 
-    async def _shutdown(self) -> None:
+    async def _shutdown(self, background: list[asyncio.Task[None]]) -> None:
+        """Bounded (SPEC §6: within 10 s whatever the cloud, the broker or TLS do): each step
+        gets what is left of SHUTDOWN_BUDGET_S. Every write is committed as it happens, so
+        nothing is lost by cutting a step short; what was owed goes out on the next start."""
+        clock = self._app.clock
+        deadline = clock.monotonic() + SHUTDOWN_BUDGET_S
+
+        def left(cap: float) -> float:
+            return max(0.0, min(cap, deadline - clock.monotonic()))
+
         self._notifier.stopping()
         for server in self._servers:
             server.close()
-        turns = self._app.turns_in_flight
+        turns = set(self._app.turns_in_flight)
         log.info("stopping: %d turns in flight", len(turns))
         if turns:
-            _done, pending = await asyncio.wait(turns, timeout=SHUTDOWN_GRACE_S)
-            for task in pending:
-                task.cancel()
+            await asyncio.wait(turns, timeout=left(SHUTDOWN_GRACE_S))
+        await _cancel(list(turns) + background, left(1.0))
         if self._broker_up:
             await self._channel.publish_and_wait(
-                self._app.topics.runtime_status, self._status("offline"), retain=True
+                self._app.topics.runtime_status,
+                self._status("offline"),
+                retain=True,
+                timeout_s=left(1.0),
             )
-            deadline = self._app.clock.monotonic() + 2.0
-            while self._app.outbox.in_flight() and self._app.clock.monotonic() < deadline:
+            while self._app.outbox.in_flight() and left(1.5) > 0.02:
                 await asyncio.sleep(0.02)  # let PUBACKs of owed messages arrive
-        self._channel.stop()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.to_thread(self._channel.stop), left(2.0) or 0.01)
         gc.callbacks.remove(self._gc_timer)
-        await self._app.close()
+        await self._app.close(timeout_s=max(left(2.0), 0.5))
         log.info("stopped")
 
     # --- health -----------------------------------------------------------------------------
@@ -204,12 +246,20 @@ class Runtime:
             "cloud": "unreachable" if app.cloud.unreachable else "reachable",
             "loop_lag_ms": round(self._loop_lag * 1000, 1),
             "active_workflows": len(app.tm.active_ids()),
+            "health": "degraded" if self._problems() else "ok",
+            "problems": self._problems(),
         }
-        with app.unit():
-            app.memory.store.set_state("runtime_heartbeat", beat)
+        try:
+            with app.unit():
+                app.memory.store.set_state("runtime_heartbeat", beat)
+        except StorageUnavailable as exc:
+            self._heartbeat_error = str(exc)
+        else:
+            self._heartbeat_error = ""
 
     def _check_warnings(self) -> None:
-        """Re-publish the retained status when the sync outbox crosses its limits."""
+        """Re-publish the retained status when the sync outbox crosses its limits or the
+        service becomes degraded or healthy again."""
         sync = self._settings.sync
         warnings = self._app.sync.warnings(
             iso(self._app.clock.now()),
@@ -217,8 +267,9 @@ class Runtime:
             warn_age_s=sync.warn_age_s,
             age_of=seconds_between,
         )
-        if warnings != self._warnings:
-            self._warnings = warnings
+        problems = self._problems()
+        if warnings != self._warnings or problems != self._published_problems:
+            self._warnings, self._published_problems = warnings, problems
             for line in warnings:
                 log.warning("%s", line)
             if self._broker_up:
@@ -271,13 +322,13 @@ class Runtime:
             now = clock.monotonic()
             try:
                 self._app.ping()
-                if now - beat >= HEARTBEAT_EVERY_S:
-                    beat = now
-                    self._heartbeat()
             except Exception:  # a DB that does not answer means unhealthy: no ping
                 log.exception("watchdog: state DB does not answer")
                 continue
-            if now - checked >= WARNINGS_EVERY_S:
+            if now - beat >= HEARTBEAT_EVERY_S:
+                beat = now
+                self._heartbeat()  # degraded (not unhealthy) when the DB refuses writes
+            if now - checked >= WARNINGS_EVERY_S or self._problems() != self._published_problems:
                 checked = now
                 self._check_warnings()
             if interval is not None:
@@ -287,10 +338,12 @@ class Runtime:
     def _status_line(self) -> str:
         broker = "connected" if self._broker_up else "disconnected"
         cloud = "unreachable" if self._app.cloud.unreachable else "reachable"
-        return (
+        line = (
             f"broker {broker}; cloud {cloud}; mqtt outbox {self._app.outbox.pending()};"
             f" sync outbox {self._app.sync.pending()}"
         )
+        problems = self._problems()
+        return f"degraded: {'; '.join(problems)}; {line}" if problems else line
 
     # --- channel events (loop thread) -------------------------------------------------------
     def _on_connected(self, session_present: bool) -> None:
@@ -324,54 +377,128 @@ class Runtime:
                 return  # not acked: the broker keeps them for our next session
             self._take_batch(batch)
 
-    def _take_batch(self, batch: Batch) -> None:
-        """Group commit: the batch (and what arrives meanwhile, up to MAX_BATCH) in one
-        transaction, each message in its own unit of work; acknowledgements, sends and turn
-        starts only after the commit."""
+    def _take_batch(self, messages: Iterable[Inbound]) -> None:
+        """Group commit: the messages (and what arrives meanwhile, up to MAX_BATCH) in one
+        transaction, each in its own unit of work; acknowledgements, sends and turn starts
+        only after the commit. What the DB cannot take now is held, in order, and tried again
+        with backoff (SPEC §2.4): behind a held message every later one waits too."""
         app = self._app
+        taken: list[Inbound] = []
+        held_before = len(self._held)
         try:
             with app.unit():
-                for msg in batch:
-                    if self._take(msg):
+                for msg in messages:
+                    if self._exit_code:
+                        break  # stopping: what is left stays unacked for the next run
+                    taken.append(msg)
+                    if self._held or not self._take(msg):
+                        self._hold(msg)
+                    else:
                         app.after_commit(partial(self._channel.ack, msg))
                 app.outbox.reap()  # PUBACKed rows go in the same commit
         except StorageUnavailable as exc:  # the COMMIT itself failed: none of it is on disk
-            log.error("state DB refused a group commit of %d messages: %s", len(batch.taken), exc)
-            for msg in batch.taken:
-                app.refuse(msg.topic, Refusal("storage_unavailable", str(exc)))
+            log.error("state DB refused a group commit of %d messages: %s", len(taken), exc)
+            del self._held[held_before:]
+            for msg in taken:
+                self._hold(msg, exc)
+        except StorageCorrupt as exc:
+            self._fatal(f"state DB is damaged: {exc}")
+            return
         else:
             app.metrics.observe(
-                "a2a_inbound_batch_messages", "inbound messages per group commit", len(batch.taken)
+                "a2a_inbound_batch_messages", "inbound messages per group commit", len(taken)
             )
+        if self._held:
+            self._retry_held()
 
     def _take(self, msg: Inbound) -> bool:
-        """Validate and apply one message in a unit of work; True when it may be acked."""
+        """Validate and apply one message in a unit of work; False when it must be held
+        (the DB cannot take it now). A refusal is an outcome: it is acknowledged."""
         app = self._app
         route = self._router.route(msg.topic)
         if route is None:
             refusal = Refusal("unknown_topic", "topic is not an inbound topic of this device")
             app.refuse(msg.topic, refusal)
             return True
+        arrival = Arrival(msg.topic, msg.received_at)
+        max_bytes = self._settings.mqtt.max_payload_bytes
         try:
             with app.unit():
-                refused = route.take(
-                    msg.payload,
-                    Arrival(msg.topic, msg.received_at),
-                    self._settings.mqtt.max_payload_bytes,
-                )
+                refused = route.take(msg.payload, arrival, max_bytes)
+                if self._debug and DEBUG_RAISE in msg.payload:
+                    raise RuntimeError("debug hook: a handler fails")
         except StorageUnavailable as exc:
             # disk or DB cap full, or the file went read-only: nothing was written (the
-            # savepoint rolled back); unacknowledged, the broker delivers it again later
-            log.error("state DB refused a write for %s: %s", msg.topic, exc)
-            app.refuse(msg.topic, Refusal("storage_unavailable", str(exc)))
+            # savepoint rolled back); held and applied once the DB takes writes again
+            self._storage_error = str(exc)
             return False
-        except Exception:
-            log.exception("handler for %s failed; message left unacknowledged", msg.topic)
-            app.refuse(msg.topic, Refusal("internal_error", "the runtime could not apply it"))
+        except StorageCorrupt as exc:
+            self._fatal(f"state DB is damaged: {exc}")
             return False
+        except Exception as exc:
+            log.exception("handler for %s failed; refused and kept as a dead letter", msg.topic)
+            return self._dead_letter(msg, f"{type(exc).__name__}: {exc}")
         if refused is not None:
             app.refuse(msg.topic, refused)
         return True
+
+    def _dead_letter(self, msg: Inbound, error: str) -> bool:
+        try:
+            self._app.dead_letter(msg.topic, msg.payload, error)
+        except StorageUnavailable as exc:
+            self._storage_error = str(exc)
+            return False
+        return True
+
+    def _hold(self, msg: Inbound, why: Exception | None = None) -> None:
+        if why is not None:
+            self._storage_error = str(why)
+        if msg.held:
+            self._held.append(msg)
+            return
+        if len(self._held) >= MAX_HELD:  # refused: an outcome the sender sees, acknowledged
+            detail = f"state DB refuses writes and {MAX_HELD} messages wait already"
+            self._app.refuse(msg.topic, Refusal("storage_unavailable", detail))
+            self._channel.ack(msg)
+            return
+        if not self._held:
+            log.error("state DB refuses writes (%s): holding inbound messages", self._storage_error)
+        self._app.refuse(msg.topic, Refusal("storage_unavailable", self._storage_error))
+        self._held.append(msg.as_held())
+
+    def _retry_held(self) -> None:
+        if self._retry_handle is not None or not self._accepting:
+            return
+        delay = self._retry_delay
+        self._retry_delay = min(self._retry_delay * 2, HOLD_RETRY_MAX_S)
+        self._retry_handle = asyncio.get_running_loop().call_later(delay, self._take_held)
+
+    def _take_held(self) -> None:
+        self._retry_handle = None
+        held, self._held = self._held, []
+        self._take_batch(held)
+        if not self._held:
+            log.warning("state DB takes writes again: %d held messages applied", len(held))
+            self._retry_delay = HOLD_RETRY_MIN_S
+            self._storage_error = ""
+
+    def _fatal(self, reason: str) -> None:
+        """Stop with exit 1 (systemd restarts; the start-up check decides what next) without
+        acknowledging what may not be on disk."""
+        if self._exit_code == 0:
+            log.error("stopping: %s", reason)
+        self._exit_code = 1
+        self._accepting = False
+        self._stop.set()
+
+    def _problems(self) -> list[str]:
+        """What makes the service degraded now (empty: healthy)."""
+        problems = []
+        if self._held:
+            problems.append(f"state DB refuses writes: {len(self._held)} inbound messages held")
+        if self._heartbeat_error:
+            problems.append(f"heartbeat not written: {self._heartbeat_error}")
+        return problems
 
     # --- housekeeping -----------------------------------------------------------------------
     async def _retention(self) -> None:
@@ -396,9 +523,13 @@ class Runtime:
         now = app.clock.now()
         keep_ended = timedelta(days=self._settings.taskmanager.keep_ended_days)
         keep_marks = timedelta(days=self._settings.mqtt.dedupe_keep_days)
+        keep_dead = timedelta(days=self._settings.mqtt.dead_letters_keep_days)
         with app.unit():
             workflows = app.tm.store.prune_ended(iso(now - keep_ended), limit)
             marks = app.dedupe.prune(iso(now - keep_marks), limit)
+            dead = app.dead_letters.prune(iso(now - keep_dead), limit)
         if workflows or marks:
             log.info("pruned %d ended workflows and %d dedupe marks", workflows, marks)
-        return bool(workflows or marks)
+        if dead:
+            log.info("pruned %d inbound dead letters", dead)
+        return bool(workflows or marks or dead)

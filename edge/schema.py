@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from a2a_common.sqlite import Migration
 from cache import schema as cache_schema
-from edge import outbound
+from edge import inbox, outbound
 from sync import outbox
 from taskmanager import store as taskmanager_store
 
@@ -21,4 +21,5 @@ MIGRATIONS: list[Migration] = [
     *cache_schema.MIGRATIONS_3,  # 7 cache_0003_memory_audit
     *taskmanager_store.MIGRATIONS_2,  # 8 taskmanager_0002_workflows_ended_index
     *outbound.MIGRATIONS_2,  # 9 edge_0002_inbox_seen_at_index
+    *inbox.MIGRATIONS,  # 10 edge_0003_inbox_dead_letters
 ]

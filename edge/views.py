@@ -18,6 +18,7 @@ from a2a_common.sqlite import open_readonly, schema_version
 from cache.memory import Memory
 from cache.store import CacheStore
 from edge.config import Settings
+from edge.inbox import InboxDeadLetters
 from edge.outbound import DurableOutbox
 from edge.schema import MIGRATIONS
 from sync.outbox import SyncOutbox
@@ -47,8 +48,11 @@ def status(settings: Settings) -> dict[str, Any]:
             p.stat().st_size
             for p in settings.state_db_path.parent.glob(settings.state_db_path.name + "*")
         )
+        running = age is not None and age < 15
         return {
-            "service": "running" if age is not None and age < 15 else "not running",
+            "service": "running" if running else "not running",
+            "health": beat.get("health", "ok") if running else "-",
+            "problems": beat.get("problems", []) if running else [],
             "heartbeat_age_s": age,
             "broker": beat.get("broker", "unknown"),
             "cloud": beat.get("cloud", "unknown"),
@@ -64,8 +68,15 @@ def status(settings: Settings) -> dict[str, Any]:
             "mqtt_outbox": DurableOutbox(db=db, clock=SystemClock()).pending(),
             "sync_outbox": sync_outbox.pending(),
             "sync_dead_letters": sync_outbox.dead_count(),
+            "inbox_dead_letters": InboxDeadLetters(db=db, clock=SystemClock(), keep=0).count(),
             "sync": {"cursor": position.cursor, "version": position.version},
         }
+
+
+def inbox_dead(settings: Settings, limit: int = 100) -> list[dict[str, Any]]:
+    """Inbound messages a handler failed on, newest first (SPEC §2.4)."""
+    with readonly_db(settings) as db:
+        return InboxDeadLetters(db=db, clock=SystemClock(), keep=0).listing(limit)
 
 
 def _memory(db: sqlite_utils.Database, settings: Settings) -> Memory:

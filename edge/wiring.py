@@ -17,7 +17,7 @@ from edge.app import DeviceApp
 from edge.checkpointer import Checkpointer
 from edge.commits import Commits
 from edge.config import Secrets, Settings
-from edge.inbox import InboxDedupe
+from edge.inbox import InboxDeadLetters, InboxDedupe
 from edge.memory_ops import MemoryOps
 from edge.metrics import Metrics
 from edge.mqtt import MqttChannel
@@ -103,6 +103,7 @@ def build_app(
         outbox=outbox,
         sync_outbox=sync_outbox,
         dedupe=InboxDedupe(db=db, clock=clock),
+        dead_letters=InboxDeadLetters(db=db, clock=clock, keep=settings.mqtt.dead_letters_keep),
         memory_ops=MemoryOps(memory=memory, sync_outbox=sync_outbox, clock=clock),
         checkpointer=Checkpointer(
             settings.state_db_path, busy_timeout_ms=settings.storage.busy_timeout_ms

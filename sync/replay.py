@@ -17,6 +17,7 @@ from tenacity import wait_exponential_jitter as backoff
 
 from a2a_common.clock import Clock, iso
 from a2a_common.ids import new_ulid
+from a2a_common.sqlite import StorageError
 from cloud_client.errors import CloudBadResponse, CloudRejected, CloudTransient, CloudUnavailable
 from sync.core import Pending, Plan, Position, plan_answer
 from sync.errors import ConflictLoop
@@ -93,6 +94,8 @@ class Replayer:
             self._wake.clear()
             try:
                 await self.drain()
+            except StorageError as exc:  # the DB refuses writes: the runtime reports it
+                log.warning("sync replay paused: the state DB refused a write: %s", exc)
             except Exception:  # keep replaying whatever one batch did
                 log.exception("sync replay failed")
 

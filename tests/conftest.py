@@ -85,14 +85,19 @@ def wait_online(port: int, since: str, timeout_s: float = 15.0) -> None:
 
 @pytest.fixture
 def runtime_factory(tmp_path: Path, broker: Mosquitto, cloud: SimCloud) -> Iterator[RuntimeFactory]:
-    """Start `a2a-edge run` against this test's broker and cloud; sections override config."""
+    """Start `a2a-edge run` against this test's broker and cloud; sections override config,
+    `env` adds environment variables (e.g. A2A_DEBUG_HOOKS=1)."""
     started: list[RuntimeProcess] = []
 
     def start(
-        *, cloud_url: str | None = None, wait_ready: bool = True, **sections: dict[str, Any]
+        *,
+        cloud_url: str | None = None,
+        wait_ready: bool = True,
+        env: dict[str, str] | None = None,
+        **sections: dict[str, Any],
     ) -> RuntimeProcess:
         config = runtime_config(tmp_path, broker, cloud_url or cloud.url, **sections)
-        proc = RuntimeProcess(config, tmp_path)
+        proc = RuntimeProcess(config, tmp_path, env=env)
         started.append(proc)
         since = iso(datetime.now(UTC) - timedelta(seconds=1))
         proc.start(wait_ready=wait_ready)
