@@ -79,6 +79,16 @@ class CacheStore:
             [status, assistant_text, route_family, workflow_id, iso(now), pair_id],
         )
 
+    def turn_ids(self, scope: str, target: str | None) -> list[str] | None:
+        """The turns a forget of `scope` covers (None: every turn)."""
+        if scope == "all":
+            return None
+        column = {"pair": "pair_id", "session": "session_id"}.get(scope)
+        if column is None:
+            return []
+        rows = self._db.execute(f"SELECT turn_id FROM pairs WHERE {column} = ?", [target])
+        return [str(row[0]) for row in rows.fetchall()]
+
     def has_pair(self, pair_id: str) -> bool:
         return self._one("SELECT 1 FROM pairs WHERE pair_id = ?", [pair_id]) is not None
 

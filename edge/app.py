@@ -14,69 +14,46 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass
 from functools import partial
 from typing import Any, TypeVar
 
 from a2a_common import jsonx
 from a2a_common.clock import Clock, iso
-from a2a_common.ids import new_ulid
 from a2a_common.sqlite import StorageUnavailable
-from a2a_common.stopwatch import Stopwatch
 from cache.memory import Memory
-from cache.update import plan_update
 from cloud_client.client import CloudClient
-from cloud_client.errors import CloudError, CloudUnavailable
-from cloud_client.models import TurnResponse
 from edge import timings
+from edge.app_turns import TurnInputs
 from edge.checkpointer import Checkpointer
 from edge.config import Settings
 from edge.inbox import InboxDeadLetters, InboxDedupe
 from edge.memory_ops import MemoryOps
 from edge.metrics import Metrics
-from edge.offline import match_intent
 from edge.outbound import DurableOutbox, Wire
 from edge.publisher import TaskPublisher
 from edge.reports import Reports
 from edge.topics import (
     AdminRequestMsg,
+    Arrival,
     DeviceContextMsg,
     ForgetMsg,
     PuiEventMsg,
     Refusal,
     TaskCallbackMsg,
     Topics,
-    TurnRequestMsg,
     WorkflowRequestMsg,
-)
-from edge.turns import (
-    ERROR_TEXT,
-    LOCAL_ROUTE,
-    OFFLINE_TEXT,
-    Received,
-    response_body,
-    turn_request,
-    update_input_of,
+    ref_of,
 )
 from edge.work import Work
 from sync.outbox import SyncOutbox
 from sync.replay import Replayer
 from taskmanager.events import Callback
 from taskmanager.model import ACTIVE_STEP
-from taskmanager.service import TaskManager, TurnRef
+from taskmanager.service import TaskManager
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 FORGET_SCOPES = ("pair", "session", "profile_key", "all")
-
-
-@dataclass(frozen=True)
-class Arrival:
-    """What the executor knows of an inbound message besides its body."""
-
-    topic: str
-    received_at: float  # perf_counter on paho's thread, when the message arrived
 
 
 class DeviceApp:
@@ -120,9 +97,27 @@ class DeviceApp:
         self.reports = reports
         self.metrics = metrics
         self._wire: Wire | None = None
-        self._turn_lock = asyncio.Lock()
-        self.turns_in_flight: set[asyncio.Task[None]] = set()  # turns waiting on the cloud
         self._device_context: dict[str, Any] = memory.state("device_context", {}) or {}
+        self.turns = TurnInputs(
+            settings=settings,
+            clock=clock,
+            unit=work.unit,
+            after_commit=work.after_commit,
+            memory=memory,
+            tm=work.tm,
+            topics=topics,
+            outbox=outbox,
+            sync_outbox=sync_outbox,
+            dedupe=dedupe,
+            cloud=cloud,
+            replayer=replayer,
+            metrics=metrics,
+            device_context=lambda: self._device_context,
+        )
+        self.take_turn = self.turns.take_turn
+        self.close_turn = self.turns.close_turn
+        self.close_unanswered = self.turns.close_unanswered
+        self.turns_in_flight = self.turns.in_flight
 
     def attach(self, wire: Wire) -> None:
         """The broker connection: owed MQTT messages and refusals go out on it from now."""
@@ -161,19 +156,38 @@ class DeviceApp:
         """A message a handler failed on (SPEC §2.4): kept for the operator, then refused."""
         with self.unit():
             self.dead_letters.add(topic, payload, error)
-        self.refuse(topic, Refusal("internal_error", "the runtime could not apply it"))
+        refusal = Refusal("internal_error", "the runtime could not apply it")
+        self.refuse(topic, refusal, payload=payload)
 
-    def refuse(self, topic: str, refusal: Refusal) -> None:
-        """SPEC §2: a refusal on `P/runtime/error` (QoS 0: it reports, it changes nothing)."""
+    def refuse(
+        self,
+        topic: str,
+        refusal: Refusal,
+        *,
+        payload: bytes | None = None,
+        ref: dict[str, Any] | None = None,
+    ) -> None:
+        """SPEC §2: a refusal on `P/runtime/error` (QoS 0: it reports, it changes nothing),
+        with `ref`, the ids the refused payload carried (SPEC §2.4)."""
         log.warning("refused message on %s: %s (%s)", topic, refusal.error, refusal.detail)
-        body = {
+        if ref is None and payload is not None:
+            ref = ref_of(payload, self.settings.mqtt.max_payload_bytes)
+        body: dict[str, Any] = {
             "topic": topic,
             "error": refusal.error,
             "detail": refusal.detail,
             "ts": iso(self.clock.now()),
         }
+        if ref:
+            body["ref"] = ref
         if self._wire is not None:
             self._wire.publish(self.topics.runtime_error, jsonx.dumps(body).encode(), qos=0)
+
+    def reject_turn(self, payload: bytes, refusal: Refusal) -> None:
+        """A refused `P/turn/request` whose `turn_id` can be read is answered all the same."""
+        turn_id = ref_of(payload, self.settings.mqtt.max_payload_bytes).get("turn_id")
+        if isinstance(turn_id, str):
+            self.turns.reject(turn_id, refusal)
 
     # --- start-up and the broker's session ------------------------------------------------
     def recover(self) -> dict[str, int]:
@@ -205,200 +219,21 @@ class DeviceApp:
         with self.unit() as result:
             result.merge(self.tm.redispatch(None, ACTIVE_STEP))
 
-    # --- turns ------------------------------------------------------------------------------
-    def take_turn(self, msg: TurnRequestMsg, arrival: Arrival) -> None:
-        """Commit the utterance (with its dedupe mark) before the cloud is asked, so it is kept
-        whatever the cloud does; the answer starts after the commit."""
-        watch = Stopwatch(arrival.received_at)
-        watch.lap("take_in")
-        key = f"turn:{msg.turn_id}"
-        if self.dedupe.seen(key):
-            log.info("turn %s is a redelivery; already taken in", msg.turn_id)
-            return
-        with self.unit():
-            pair_id, session_id = self.memory.record_utterance(
-                turn_id=msg.turn_id, requested_session=msg.session_id, text=msg.recognized_text
-            )
-            self.dedupe.mark(key, arrival.topic)
-        log.info("turn %s recorded in %s", msg.turn_id, session_id)
-        context = {**self._device_context, **(msg.device_context or {})}
-        watch.lap("record")
-        turn = Received(msg.turn_id, pair_id, session_id, msg.recognized_text, context, watch)
-        self.after_commit(partial(self._start_answer, turn))
-
-    def _start_answer(self, turn: Received) -> None:
-        task = asyncio.create_task(self.answer(turn))
-        self.turns_in_flight.add(task)
-        task.add_done_callback(self.turns_in_flight.discard)
-
-    async def answer(self, turn: Received) -> None:
-        """Ask the planner (one turn at a time) and close the turn with what it said."""
-        async with self._turn_lock:
-            try:
-                answer = await self._ask(turn)
-                status = await self._retrying(turn, partial(self.close_turn, turn, answer))
-                turn.watch.lap("apply")
-            except asyncio.CancelledError:
-                raise  # stopping: the turn is answered `interrupted` at the next start
-            except Exception:
-                log.exception("turn %s failed inside the runtime", turn.turn_id)
-                close = partial(
-                    self.close_unanswered, turn.turn_id, turn.pair_id, "error", "internal_error"
-                )
-                await self._retrying(turn, close)
-                return
-        self.metrics.inc("a2a_turns_total", "turns answered", status=status)
-        if status == "ok":
-            timings.turn_answered(self.metrics, turn.watch)
-        if status == "offline":
-            self.replayer.notify()
-        else:  # the cloud answered: the replay need not wait for its backoff
-            self.replayer.kick()
-
-    async def _retrying(self, turn: Received, close: Callable[[], T]) -> T:
-        """Close the turn; while the DB refuses writes, try again with backoff: the answer
-        waits in memory and goes out once storage is back (SPEC §2.4)."""
-        delay = 0.1
-        while True:
-            try:
-                return close()
-            except StorageUnavailable as exc:
-                if delay == 0.1:
-                    log.error(
-                        "turn %s waits for the state DB to take writes: %s", turn.turn_id, exc
-                    )
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
-
-    async def _ask(self, turn: Received) -> TurnResponse | CloudError:
-        turn.watch.lap("queue")
-        request = turn_request(
-            turn, self.memory, device_id=self.settings.device_id, clock=self.clock
-        )
-        turn.watch.lap("snapshot")
-        cloud = self.settings.cloud
-        away = self.cloud.unreachable  # known away: one quick try, the user is waiting
-        try:
-            response = await self.cloud.turn(
-                request,
-                deadline_s=min(cloud.turn_deadline_s, cloud.offline_probe_s)
-                if away
-                else cloud.turn_deadline_s,
-                max_attempts=1 if away else 2,
-                watch=turn.watch,
-            )
-        except CloudError as exc:
-            return exc
-        return response
-
-    def close_turn(self, turn: Received, answer: TurnResponse | CloudError) -> str:
-        """Close the turn with the planner's answer, or with why there is none: the answer,
-        the pair, the memory update and the workflows it asks for in one unit of work, with
-        the `P/turn/response` they cause. Returns the response's status."""
-        if isinstance(answer, CloudUnavailable):
-            log.warning("turn %s: cloud unavailable: %s", turn.turn_id, answer)
-            return self._answer_offline(turn, f"cloud_unavailable: {answer}")
-        if isinstance(answer, CloudError):  # rejected or not the contract
-            log.warning("turn %s: cloud answer refused: %s", turn.turn_id, answer)
-            self.close_unanswered(turn.turn_id, turn.pair_id, "error", f"cloud_error: {answer}")
-            return "error"
-        ref = TurnRef(turn.turn_id, turn.pair_id, turn.session_id)
-        requested = len(answer.device_workflow_requests) + len(answer.device_task_requests)
-        with self.unit() as result:
-            for raw in answer.device_workflow_requests:
-                result.merge(self.tm.submit(raw, source="planner", turn=ref))
-            for raw in answer.device_task_requests:
-                fallback = f"task-{new_ulid(self.clock).lower()}"
-                result.merge(self.tm.submit_task(raw, fallback_id=fallback, turn=ref))
-            changes = plan_update(
-                update_input_of(answer), self.memory.sync_position(), frozenset(result.accepted)
-            )
-            self.sync.enqueue(self.memory.apply_turn(turn.pair_id, turn.session_id, changes))
-            error = None
-            if requested and not result.accepted:
-                error = "; ".join(reason for _, reason in result.rejected) or (
-                    "every workflow request was a duplicate"
-                )
-            status = "rejected" if error else "ok"
-            self._respond(
-                response_body(
-                    turn.turn_id,
-                    status,
-                    answer.assistant_text,
-                    route_family=answer.route_family,
-                    workflow_ids=result.accepted,
-                    error=error,
-                )
-            )
-        log.info(
-            "turn %s answered: route %s, status %s, workflows %s",
-            turn.turn_id,
-            answer.route_family,
-            status,
-            result.accepted,
-        )
-        return status
-
-    def _answer_offline(self, turn: Received, reason: str) -> str:
-        """`offline`, and the robot's own small set of intents so it stays safe meanwhile."""
-        intent = match_intent(turn.text, self.settings.offline.intents)
-        ref = TurnRef(turn.turn_id, turn.pair_id, turn.session_id)
-        with self.unit() as result:
-            if intent is not None and intent.action == "cancel":
-                result.merge(self.tm.cancel(None, "user"))
-                result.ignored.clear()
-            elif intent is not None:
-                task = {
-                    "capability_id": intent.capability_id,
-                    "operation_id": intent.operation_id,
-                    "args": intent.args,
-                }
-                fallback = f"local-{new_ulid(self.clock).lower()}"
-                result.merge(self.tm.submit_task(task, fallback_id=fallback, turn=ref))
-            self.sync.enqueue(self.memory.close_unanswered(turn.pair_id, "offline"))
-            self._respond(
-                response_body(
-                    turn.turn_id,
-                    "offline",
-                    intent.reply if intent else OFFLINE_TEXT,
-                    route_family=LOCAL_ROUTE if intent else "",
-                    workflow_ids=result.accepted,
-                    error=reason,
-                )
-            )
-        if intent is not None:
-            log.info(
-                "turn %s handled on the device: intent %s, %d workflows ended, %s started",
-                turn.turn_id,
-                intent.name,
-                len(result.finished),
-                result.accepted,
-            )
-        return "offline"
-
-    def close_unanswered(self, turn_id: str, pair_id: str, status: str, reason: str) -> None:
-        """Answer `offline`/`error`; the utterance stays recorded as a pair without reply."""
-        text = OFFLINE_TEXT if status == "offline" else ERROR_TEXT
-        with self.unit():
-            self.sync.enqueue(self.memory.close_unanswered(pair_id, status))
-            self._respond(response_body(turn_id, status, text, error=reason))
-
-    def _respond(self, body: dict[str, Any]) -> None:
-        self.outbox.enqueue(self.topics.turn_response, body)
-
     # --- workflows --------------------------------------------------------------------------
     def take_callback(self, msg: TaskCallbackMsg, arrival: Arrival) -> None:
-        if not self.tm.is_active(msg.task_id):
-            if self.tm.is_late(msg.task_id):
-                log.info("late callback for ended task %s ignored", msg.task_id)
-            else:  # refused, and nothing written: not even a dedupe mark
-                self.refuse(
-                    arrival.topic, Refusal("unknown_task", f"no task {msg.task_id} on this robot")
-                )
+        verdict = self.tm.verdict(msg.task_id, msg.seq)
+        ref = {"task_id": msg.task_id, "seq": msg.seq}
+        if verdict == "unknown":  # refused, and nothing written: not even a dedupe mark
+            refusal = Refusal("unknown_task", f"no task {msg.task_id} on this robot")
+            self.refuse(arrival.topic, refusal, ref=ref)
+            return
+        if verdict == "terminal":
+            refusal = Refusal("task_terminal", f"{msg.task_id} has ended; seq {msg.seq} is new")
+            self.refuse(arrival.topic, refusal, ref=ref)
             return
         key = f"callback:{msg.task_id}:{msg.seq}"
-        if self.dedupe.seen(key):
-            return
+        if verdict == "duplicate" or self.dedupe.seen(key):
+            return  # a repeat of an applied seq, or a stale one: silently a duplicate
         self.metrics.inc("a2a_callbacks_total", "task callbacks taken in", status=msg.status)
         event = Callback(msg.task_id, msg.seq, msg.status, msg.progress, msg.reason, msg.evidence)
         with self.unit() as result:
@@ -407,13 +242,25 @@ class DeviceApp:
         self.after_commit(partial(timings.callback_applied, self.metrics, arrival.received_at))
 
     def take_pui(self, msg: PuiEventMsg, arrival: Arrival) -> None:
+        """A press always gets `P/pui/result` (SPEC §2): the same one again for a repeat."""
         key = f"pui:{msg.event_id}"
-        if self.dedupe.seen(key):
+        seen = self.dedupe.seen(key)
+        if seen is not None:
+            if seen.answer is not None:
+                with self.unit():
+                    self.outbox.enqueue(self.topics.pui_result, seen.answer)
             return
         with self.unit() as result:
             self.dedupe.mark(key, arrival.topic)
             result.merge(self.tm.cancel(msg.workflow_id, "pui"))
-        log.info("PUI cancel %s: %d workflows ended", msg.event_id, len(result.finished))
+            ended = [wf.workflow_id for wf in result.finished]
+            status = "cancelled" if ended else "nothing_active"
+            if not ended and msg.workflow_id and not self.tm.store.accepted(msg.workflow_id):
+                status = "unknown_workflow"
+            answer = {"event_id": msg.event_id, "status": status, "workflow_ids": ended}
+            self.outbox.enqueue(self.topics.pui_result, answer)
+            self.dedupe.answered(key, answer)
+        log.info("PUI cancel %s: %s %s", msg.event_id, status, ended)
 
     def take_workflow(self, msg: WorkflowRequestMsg, _arrival: Arrival) -> None:
         with self.unit() as result:
@@ -495,7 +342,9 @@ class DeviceApp:
         return {"ok": True, "result": {"removed": removed}}
 
     def _forget_in_unit(self, scope: str, target: str | None) -> dict[str, int]:
+        turns = self.memory.store.turn_ids(scope, target)
         removed = self.memory_ops.forget(scope, target)
+        self.dedupe.forget_answers(None if turns is None else [f"turn:{t}" for t in turns])
         if scope == "all":  # a dead-lettered turn holds the user's words too
             log.info("forget all: %d inbound dead letters wiped", self.dead_letters.wipe())
         self.after_commit(self.checkpointer.truncate)

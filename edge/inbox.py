@@ -4,10 +4,13 @@ on (SPEC §2.4), refused and acknowledged, kept for the operator (`a2a-edge inbo
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from typing import Any
 
 import sqlite_utils
 
+from a2a_common import jsonx
 from a2a_common.clock import Clock, iso
 from a2a_common.sqlite import Migration
 
@@ -27,6 +30,23 @@ def _v1(db: sqlite_utils.Database) -> None:
 MIGRATIONS = [Migration("edge_0003_inbox_dead_letters", _v1)]
 
 
+def _v2(db: sqlite_utils.Database) -> None:
+    db.execute("ALTER TABLE inbox_seen ADD COLUMN fingerprint TEXT")
+    db.execute("ALTER TABLE inbox_seen ADD COLUMN answer TEXT")
+
+
+MIGRATIONS_2 = [Migration("edge_0004_inbox_seen_answers", _v2)]
+
+
+@dataclass(frozen=True)
+class Seen:
+    """An applied message's mark: what tells a repeat from a reuse of its id (`fingerprint`),
+    and the answer it got, to give again to a repeat (SPEC §2.4)."""
+
+    fingerprint: str | None
+    answer: dict[str, Any] | None
+
+
 class InboxDedupe:
     """Ids of applied inbound messages, so a redelivery is applied once."""
 
@@ -34,15 +54,35 @@ class InboxDedupe:
         self._db = db
         self._clock = clock
 
-    def seen(self, key: str) -> bool:
-        row = self._db.execute("SELECT 1 FROM inbox_seen WHERE key = ?", [key]).fetchone()
-        return row is not None
+    def seen(self, key: str) -> Seen | None:
+        row = self._db.execute(
+            "SELECT fingerprint, answer FROM inbox_seen WHERE key = ?", [key]
+        ).fetchone()
+        if row is None:
+            return None
+        return Seen(row[0], json.loads(row[1]) if row[1] else None)
 
-    def mark(self, key: str, topic: str) -> None:
+    def mark(self, key: str, topic: str, fingerprint: str | None = None) -> None:
         """Call inside the transaction that applies the message."""
         self._db.execute(
-            "INSERT OR IGNORE INTO inbox_seen (key, topic, seen_at) VALUES (?, ?, ?)",
-            [key, topic, iso(self._clock.now())],
+            "INSERT OR IGNORE INTO inbox_seen (key, topic, seen_at, fingerprint)"
+            " VALUES (?, ?, ?, ?)",
+            [key, topic, iso(self._clock.now()), fingerprint],
+        )
+
+    def answered(self, key: str, answer: dict[str, Any]) -> None:
+        """The answer the message got (in the transaction that sends it)."""
+        self._db.execute(
+            "UPDATE inbox_seen SET answer = ? WHERE key = ?", [jsonx.dumps(answer), key]
+        )
+
+    def forget_answers(self, keys: list[str] | None) -> None:
+        """Stored answers go with what the user had forgotten (None: every turn's)."""
+        if keys is None:
+            self._db.execute("UPDATE inbox_seen SET answer = NULL WHERE key LIKE 'turn:%'")
+            return
+        self._db.conn.executemany(
+            "UPDATE inbox_seen SET answer = NULL WHERE key = ?", [(key,) for key in keys]
         )
 
     def prune(self, before: str, limit: int) -> int:

@@ -8,9 +8,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic
 
-from edge.app import Arrival, DeviceApp
+from edge.app import DeviceApp
 from edge.topics import (
     AdminRequestMsg,
+    Arrival,
     DeviceContextMsg,
     ForgetMsg,
     Model,
@@ -28,6 +29,8 @@ from edge.topics import (
 class Route(Generic[Model]):
     model: type[Model]
     handler: Callable[[Model, Arrival], None]
+    # what else a refusal of this kind owes its sender (a turn is answered all the same)
+    refused: Callable[[bytes, Refusal], None] | None = None
 
     def take(self, payload: bytes, arrival: Arrival, max_bytes: int) -> Refusal | None:
         """Parse and hand over; the refusal when the payload is not this route's model."""
@@ -41,7 +44,7 @@ class Route(Generic[Model]):
 def route_table(app: DeviceApp) -> dict[str, Route[Any]]:
     """Every inbound kind (the topic under `P/`) and its input."""
     return {
-        "turn/request": Route(TurnRequestMsg, app.take_turn),
+        "turn/request": Route(TurnRequestMsg, app.take_turn, app.reject_turn),
         "device/context": Route(DeviceContextMsg, app.take_device_context),
         "task/callback": Route(TaskCallbackMsg, app.take_callback),
         "pui/event": Route(PuiEventMsg, app.take_pui),

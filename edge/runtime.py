@@ -26,7 +26,7 @@ from a2a_common import jsonx
 from a2a_common.clock import iso, parse_iso
 from a2a_common.sqlite import StorageCorrupt, StorageUnavailable, schema_version
 from edge import __version__
-from edge.app import Arrival, DeviceApp
+from edge.app import DeviceApp
 from edge.config import Settings, load_settings
 from edge.errors import ConfigError
 from edge.metrics import Labels
@@ -34,8 +34,8 @@ from edge.metrics import serve as serve_metrics
 from edge.mqtt import ChannelHandlers, Inbound, LastWill, MqttChannel
 from edge.notify import Notifier
 from edge.policies import privacy_policy
-from edge.routes import Router, route_table
-from edge.topics import Refusal
+from edge.routes import Route, Router, route_table
+from edge.topics import Arrival, Refusal
 
 log = logging.getLogger(__name__)
 
@@ -418,7 +418,7 @@ class Runtime:
         route = self._router.route(msg.topic)
         if route is None:
             refusal = Refusal("unknown_topic", "topic is not an inbound topic of this device")
-            app.refuse(msg.topic, refusal)
+            app.refuse(msg.topic, refusal, payload=msg.payload)
             return True
         arrival = Arrival(msg.topic, msg.received_at)
         max_bytes = self._settings.mqtt.max_payload_bytes
@@ -427,6 +427,8 @@ class Runtime:
                 refused = route.take(msg.payload, arrival, max_bytes)
                 if self._debug and DEBUG_RAISE in msg.payload:
                     raise RuntimeError("debug hook: a handler fails")
+                if refused is not None and route.refused is not None:
+                    route.refused(msg.payload, refused)
         except StorageUnavailable as exc:
             # disk or DB cap full, or the file went read-only: nothing was written (the
             # savepoint rolled back); held and applied once the DB takes writes again
@@ -437,14 +439,17 @@ class Runtime:
             return False
         except Exception as exc:
             log.exception("handler for %s failed; refused and kept as a dead letter", msg.topic)
-            return self._dead_letter(msg, f"{type(exc).__name__}: {exc}")
+            return self._dead_letter(msg, f"{type(exc).__name__}: {exc}", route)
         if refused is not None:
-            app.refuse(msg.topic, refused)
+            app.refuse(msg.topic, refused, payload=msg.payload)
         return True
 
-    def _dead_letter(self, msg: Inbound, error: str) -> bool:
+    def _dead_letter(self, msg: Inbound, error: str, route: Route[Any]) -> bool:
         try:
             self._app.dead_letter(msg.topic, msg.payload, error)
+            if route.refused is not None:
+                with self._app.unit():
+                    route.refused(msg.payload, Refusal("internal_error", error))
         except StorageUnavailable as exc:
             self._storage_error = str(exc)
             return False
@@ -458,12 +463,13 @@ class Runtime:
             return
         if len(self._held) >= MAX_HELD:  # refused: an outcome the sender sees, acknowledged
             detail = f"state DB refuses writes and {MAX_HELD} messages wait already"
-            self._app.refuse(msg.topic, Refusal("storage_unavailable", detail))
+            self._app.refuse(msg.topic, Refusal("storage_unavailable", detail), payload=msg.payload)
             self._channel.ack(msg)
             return
         if not self._held:
             log.error("state DB refuses writes (%s): holding inbound messages", self._storage_error)
-        self._app.refuse(msg.topic, Refusal("storage_unavailable", self._storage_error))
+        refusal = Refusal("storage_unavailable", self._storage_error)
+        self._app.refuse(msg.topic, refusal, payload=msg.payload)
         self._held.append(msg.as_held())
 
     def _retry_held(self) -> None:

@@ -22,4 +22,5 @@ MIGRATIONS: list[Migration] = [
     *taskmanager_store.MIGRATIONS_2,  # 8 taskmanager_0002_workflows_ended_index
     *outbound.MIGRATIONS_2,  # 9 edge_0002_inbox_seen_at_index
     *inbox.MIGRATIONS,  # 10 edge_0003_inbox_dead_letters
+    *inbox.MIGRATIONS_2,  # 11 edge_0004_inbox_seen_answers
 ]

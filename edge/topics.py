@@ -88,6 +88,14 @@ class AdminRequestMsg(_Inbound):
 
 
 @dataclass(frozen=True)
+class Arrival:
+    """What the executor knows of an inbound message besides its body."""
+
+    topic: str
+    received_at: float  # perf_counter on paho's thread, when the message arrived
+
+
+@dataclass(frozen=True)
 class Refusal:
     error: str
     detail: str
@@ -106,6 +114,7 @@ class Topics:
         self.workflow_event = self._t("workflow/event")
         self.admin_response = self._t("admin/response")
         self.forget_result = self._t("memory/forget/result")
+        self.pui_result = self._t("pui/result")
 
     def _t(self, suffix: str) -> str:
         return f"{self.root}/{suffix}"
@@ -125,6 +134,25 @@ class Topics:
 
     def task_cancel(self, capability_id: str) -> str:
         return self._t(f"task/cancel/{capability_id}")
+
+
+REF_KEYS = ("turn_id", "event_id", "request_id", "task_id", "seq", "observation_id", "workflow_id")
+
+
+def ref_of(payload: bytes, max_bytes: int) -> dict[str, Any]:
+    """The ids a payload carried (SPEC §2.4 `ref`): strings up to 128 characters and integers,
+    best effort — nothing when the payload is not a readable JSON object."""
+    decoded = decode_object(payload, max_bytes)
+    if isinstance(decoded, Refusal):
+        return {}
+    ref: dict[str, Any] = {}
+    for key in REF_KEYS:
+        value = decoded.get(key)
+        if (isinstance(value, str) and 0 < len(value) <= 128) or (
+            isinstance(value, int) and not isinstance(value, bool) and abs(value) < 2**63
+        ):
+            ref[key] = value
+    return ref
 
 
 def _reject_constant(name: str) -> Any:

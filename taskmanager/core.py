@@ -153,6 +153,7 @@ def _on_callback(board: Board, cb: Callback, ctx: Ctx) -> None:
     elif cb.status == "NEEDS_USER_INPUT":
         step.status = "NEEDS_USER_INPUT"
         step.reason = cb.reason
+        wf.ask_deadline = ctx.now + timedelta(seconds=cb.ask_timeout_s)  # SPEC 4.2
         ctx.step_event(wf, step, cb.status, cb.reason)
         _fail(wf, step, cb.status, cb.reason, ctx)
     elif cb.status == "CANCELLED":
@@ -195,8 +196,32 @@ def _on_tick(board: Board, ctx: Ctx) -> None:
                 ctx.effects.append(_cancel_task(wf, step, "timeout"))
                 _end_step(wf, step, "TIMEOUT", expired, ctx)
         if wf.ask_deadline and now >= wf.ask_deadline:
-            wf.ask_deadline, wf.question, wf.awaiting_decision = None, None, None
-            ctx.trace(wf, "ask_expired")
+            _user_timeout(wf, ctx)
+
+
+def _user_timeout(wf: Workflow, ctx: Ctx) -> None:
+    """The question went unanswered for `ask_timeout_s`: the workflow fails `user_timeout`
+    (SPEC 4.2); a task still waiting for the user is told to stop."""
+    wf.ask_deadline, wf.question, wf.awaiting_decision = None, None, None
+    wf.end_reason = "user_timeout"
+    ctx.trace(wf, "ask_expired")
+    for step in wf.steps:
+        if step.status == "NEEDS_USER_INPUT":
+            ctx.effects.append(_cancel_task(wf, step, "timeout"))
+            step.status, step.reason = "TIMEOUT", "user_timeout"
+            step.ack_deadline = step.deadline = step.wait_until = None
+            ctx.step_event(wf, step, "TIMEOUT", "user_timeout")
+
+
+def _end_reason(wf: Workflow) -> str | None:
+    """Why the workflow ended, for its event and report: the cancel's or the end's reason,
+    else the failing step's."""
+    if wf.cancel_reason or wf.end_reason:
+        return wf.cancel_reason or wf.end_reason
+    if wf.status != "failed":
+        return None
+    failed = [s for s in wf.steps if s.status in FAILURE_STEP and not s.continued]
+    return (failed[0].reason or failed[0].status.lower()) if failed else None
 
 
 def _on_cancel(board: Board, ev: Cancel, ctx: Ctx) -> None:
@@ -380,6 +405,7 @@ def command_payload(wf: Workflow, step: Step) -> dict[str, Any]:
         "args": step.args,
         "attempt": step.attempt,
         "issued_at": iso(step.dispatched_at),
+        "ack_deadline": iso(step.dispatched_at + timedelta(seconds=step.ack_timeout_s)),
         "deadline": iso(step.deadline),
     }
 
@@ -416,11 +442,12 @@ def _finish(board: Board, ctx: Ctx) -> list[Workflow]:
                 "failed": "WORKFLOW_FAILED",
                 "cancelled": "WORKFLOW_CANCELLED",
             }[wf.status]
-            ctx.wf_event(wf, name, wf.cancel_reason or wf.end_reason)
+            reason = _end_reason(wf)
+            ctx.wf_event(wf, name, reason)
             pui = {"cancelled_by_pui": True} if wf.cancel_reason == "pui" else None
             ctx.report(
                 wf,
-                {"status": name, "reason": wf.cancel_reason, "evidence": pui},
+                {"status": name, "reason": reason, "evidence": pui},
                 decision=False,
                 terminal=True,
             )

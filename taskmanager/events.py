@@ -23,6 +23,7 @@ class Callback:
     progress: float | None = None
     reason: str | None = None
     evidence: dict[str, Any] | None = None
+    ask_timeout_s: float = 300.0  # how long a NEEDS_USER_INPUT waits for the user
 
 
 @dataclass(frozen=True)

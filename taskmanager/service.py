@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -231,16 +231,21 @@ class TaskManager:
         return self._accept(checked, raw, "task", turn)
 
     def callback(self, cb: Callback) -> Result:
-        return self._apply(cb)
+        return self._apply(replace(cb, ask_timeout_s=self._ask_timeout_s))
 
-    def is_active(self, task_id: str) -> bool:
+    def verdict(self, task_id: str, seq: int) -> str:
+        """What a callback is before it is applied: `apply` (its task runs), `duplicate` (a
+        seq at or below the last applied one of an ended task), `terminal` (a new seq for an
+        ended task: refused, SPEC 2.4) or `unknown` (no such task here)."""
         workflow_id, _, step_id = task_id.rpartition(":")
         wf = self.board.workflows.get(workflow_id)
-        return wf is not None and wf.step(step_id) is not None
-
-    def is_late(self, task_id: str) -> bool:
-        """A callback for a task the board no longer holds but the DB knows (it ended)."""
-        return self.store.has_task(task_id)
+        step = wf.step(step_id) if wf else None
+        if step is not None and not step.terminal:
+            return "apply"
+        last = step.last_seq if step is not None else self.store.last_seq(task_id)
+        if last is None:
+            return "unknown"
+        return "duplicate" if seq <= last else "terminal"
 
     def cancel(self, workflow_id: str | None, reason: str) -> Result:
         return self._apply(Cancel(workflow_id, reason))

@@ -100,8 +100,10 @@ class WorkflowStore:
         turn_id: str | None,
         now: datetime,
     ) -> None:
+        plan_id = request.get("plan_id") if isinstance(request, dict) else None
         doc = {
             "workflow_id": workflow_id,
+            "plan_id": plan_id if isinstance(plan_id, str) else None,
             "status": "rejected",
             "reason": reason,
             "request": request,
@@ -134,14 +136,24 @@ class WorkflowStore:
             self._db.execute(f"DELETE FROM workflows WHERE workflow_id IN ({marks})", ids)
         return len(ids)
 
-    def has_task(self, task_id: str) -> bool:
+    def accepted(self, workflow_id: str) -> bool:
+        """The workflow was accepted once (it may have ended since); a rejected one was not."""
+        row = self._db.execute("SELECT status FROM workflows WHERE workflow_id = ?", [workflow_id])
+        found = row.fetchone()
+        return found is not None and found[0] != "rejected"
+
+    def last_seq(self, task_id: str) -> int | None:
+        """The last callback `seq` applied to a task on disk; None when no such task."""
         workflow_id, _, step_id = task_id.rpartition(":")
         row = self._db.execute(
             "SELECT doc FROM workflows WHERE workflow_id = ?", [workflow_id]
         ).fetchone()
         if row is None:
-            return False
-        return any(s.get("step_id") == step_id for s in json.loads(row[0]).get("steps", []))
+            return None
+        for step in json.loads(row[0]).get("steps", []):
+            if step.get("step_id") == step_id:
+                return int(step.get("last_seq") or 0)
+        return None
 
     def trace(
         self, workflow_id: str, now: datetime, etag: int | None, kind: str, detail: dict[str, Any]

@@ -80,7 +80,8 @@ def _task_step(raw: _StepWire, catalog: Catalog, consents: frozenset[str]) -> St
     if len(canonical(raw.args)) > MAX_ARGS_BYTES:
         return f"step {raw.step_id}: args larger than {MAX_ARGS_BYTES} bytes"
     timeout = raw.timeout_s if raw.timeout_s is not None else spec.timeout_s
-    ack = raw.ack_timeout_s if raw.ack_timeout_s is not None else spec.ack_timeout_s
+    # a step that sets only a short timeout gets an ack window of the same length (SPEC 4.2)
+    ack = raw.ack_timeout_s if raw.ack_timeout_s is not None else min(spec.ack_timeout_s, timeout)
     if not 0 < timeout <= MAX_TIMEOUT_S:
         return f"step {raw.step_id}: timeout_s must be in (0, {MAX_TIMEOUT_S:g}]"
     if not 0 < ack <= timeout:

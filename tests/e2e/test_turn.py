@@ -105,7 +105,10 @@ def test_redelivered_turn_is_applied_once(
     probe.turn("t-next", "안녕")  # ordered after any second answer to t-dup
     probe.publish(TURN_REQ, {"turn_id": "t-dup", "recognized_text": "안녕"})
     probe.turn("t-last", "안녕")
-    assert len(probe.messages(TURN_RESP)) == 3
+    # SPEC 2.4 (issue 17): a repeat gets the stored response again; nothing runs twice
+    answers = [b for b in probe.messages(TURN_RESP) if b["turn_id"] == "t-dup"]
+    assert len(answers) == 2 and answers[0] == answers[1]
+    assert len(probe.messages(TURN_RESP)) == 4
     assert len(cloud.requests("/v1/a2a/turn")) == 3
     assert state_rows("SELECT count(*) FROM pairs WHERE turn_id = 't-dup'") == [(1,)]
 

@@ -15,10 +15,11 @@ import pytest
 
 from a2a_common.clock import ManualClock
 from a2a_common.sqlite import StorageUnavailable
-from edge.app import Arrival, DeviceApp
+from edge.app import DeviceApp
 from edge.config import Secrets, Settings
 from edge.topics import (
     AdminRequestMsg,
+    Arrival,
     DeviceContextMsg,
     ForgetMsg,
     PuiEventMsg,

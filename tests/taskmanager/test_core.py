@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from taskmanager.board import next_deadline
-from taskmanager.core import Cancel, Decide, Tick
+from taskmanager.core import Cancel, Decide, Emit, Tick
 from taskmanager.model import Step
 from tests.taskmanager.helpers import MOVE_PURIFY, Run, workflow
 
@@ -43,6 +43,7 @@ def test_command_payload_and_deadline() -> None:
         "args": {"room": "안방"},
         "attempt": 1,
         "issued_at": "2026-06-24T20:00:00.000Z",
+        "ack_deadline": "2026-06-24T20:00:05.000Z",  # SPEC 2.1: the agent's ack window
         "deadline": "2026-06-24T20:02:00.000Z",
     }
 
@@ -223,6 +224,38 @@ def test_needs_user_input_waits_for_the_user() -> None:
     assert run.reports()[-1].decision_requested
     run.cb(MOVE, 2, "RUNNING")
     assert run.status() == "running"
+
+
+def test_an_unanswered_question_fails_the_workflow_user_timeout() -> None:
+    """Before: the expired ask left the workflow waiting_user until the step's own timeout."""
+    run = Run()
+    run.submit()
+    run.cb(MOVE, 1, "NEEDS_USER_INPUT", reason="door_closed", at=0, ask_timeout_s=60)
+    run(Decide("wf-1", None), at=1)  # the supervisor had nothing to say
+    run(Tick(), at=59)
+    assert run.status() == "waiting_user"
+    run(Tick(), at=61)  # well before the move's own 120 s timeout
+    assert run.status() == "failed"
+    assert (MOVE, "timeout") in run.cancels()
+    assert ("step_move", "TIMEOUT") in run.events()
+    [ended] = [e for e in run.of(Emit) if e.payload["status"] == "WORKFLOW_FAILED"]
+    assert ended.payload["reason"] == "user_timeout"
+    assert run.reports()[-1].body["event"] == {
+        "status": "WORKFLOW_FAILED",
+        "reason": "user_timeout",
+    }
+
+
+def test_a_failed_workflow_says_which_reason_ended_it() -> None:
+    wf = workflow({**MOVE_PURIFY, "workflow_id": "wf-b"})
+    wf.max_decisions = 0
+    run = Run()
+    run.submit(wf)
+    run.cb("wf-b:step_move", 1, "FAILED", reason="path_blocked")
+    assert run.status("wf-b") == "failed"
+    [ended] = [e for e in run.of(Emit) if e.payload["status"] == "WORKFLOW_FAILED"]
+    assert ended.payload["reason"] == "path_blocked"
+    assert run.reports()[-1].body["event"]["reason"] == "path_blocked"
 
 
 def test_replan_replaces_dependants_within_budget() -> None:

@@ -1,0 +1,294 @@
+"""The turn inputs of the app (SPEC §2, §2.4, §3.1): a turn is taken in (the utterance
+committed before the cloud is asked), answered one at a time, and closed in one unit of work
+with its `P/turn/response`. Every turn whose `turn_id` can be read is answered, every time it
+arrives: `rejected` for refused content or a reused id with other words, the stored response
+again for a repeat."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from functools import partial
+from typing import Any, TypeVar
+
+from a2a_common.clock import Clock
+from a2a_common.ids import new_ulid
+from a2a_common.sqlite import StorageUnavailable
+from a2a_common.stopwatch import Stopwatch
+from cache.memory import Memory
+from cache.update import plan_update
+from cloud_client.client import CloudClient
+from cloud_client.errors import CloudError, CloudUnavailable
+from cloud_client.models import TurnResponse
+from edge import timings
+from edge.config import Settings
+from edge.inbox import InboxDedupe
+from edge.metrics import Metrics
+from edge.offline import match_intent
+from edge.outbound import DurableOutbox
+from edge.topics import Arrival, Refusal, Topics, TurnRequestMsg
+from edge.turns import (
+    ERROR_TEXT,
+    LOCAL_ROUTE,
+    OFFLINE_TEXT,
+    Received,
+    response_body,
+    turn_request,
+    update_input_of,
+)
+from sync.outbox import SyncOutbox
+from sync.replay import Replayer
+from taskmanager.service import Result, TaskManager, TurnRef
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+Unit = Callable[[], AbstractContextManager[Result]]
+
+
+def fingerprint(text: str) -> str:
+    """What tells a repeat from a reused turn_id, without keeping the words."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+class TurnInputs:
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        clock: Clock,
+        unit: Unit,
+        after_commit: Callable[[Callable[[], object]], None],
+        memory: Memory,
+        tm: TaskManager,
+        topics: Topics,
+        outbox: DurableOutbox,
+        sync_outbox: SyncOutbox,
+        dedupe: InboxDedupe,
+        cloud: CloudClient,
+        replayer: Replayer,
+        metrics: Metrics,
+        device_context: Callable[[], dict[str, Any]],
+    ) -> None:
+        self.settings = settings
+        self.clock = clock
+        self.unit = unit
+        self.after_commit = after_commit
+        self.memory = memory
+        self.tm = tm
+        self.topics = topics
+        self.outbox = outbox
+        self.sync = sync_outbox
+        self.dedupe = dedupe
+        self.cloud = cloud
+        self.replayer = replayer
+        self.metrics = metrics
+        self._device_context = device_context
+        self._turn_lock = asyncio.Lock()
+        self.in_flight: set[asyncio.Task[None]] = set()  # turns waiting on the cloud
+
+    def take_turn(self, msg: TurnRequestMsg, arrival: Arrival) -> None:
+        """Commit the utterance (with its dedupe mark) before the cloud is asked, so it is kept
+        whatever the cloud does; the answer starts after the commit. A repeat gets the stored
+        answer again; the same id with other words is `rejected` (`duplicate_turn_id`)."""
+        watch = Stopwatch(arrival.received_at)
+        watch.lap("take_in")
+        key = f"turn:{msg.turn_id}"
+        words = fingerprint(msg.recognized_text)
+        seen = self.dedupe.seen(key)
+        if seen is not None:
+            self._again(msg.turn_id, seen.fingerprint in (None, words), seen.answer)
+            return
+        with self.unit():
+            pair_id, session_id = self.memory.record_utterance(
+                turn_id=msg.turn_id, requested_session=msg.session_id, text=msg.recognized_text
+            )
+            self.dedupe.mark(key, arrival.topic, words)
+        log.info("turn %s recorded in %s", msg.turn_id, session_id)
+        context = {**self._device_context(), **(msg.device_context or {})}
+        watch.lap("record")
+        turn = Received(msg.turn_id, pair_id, session_id, msg.recognized_text, context, watch)
+        self.after_commit(partial(self._start_answer, turn))
+
+    def _again(self, turn_id: str, same_words: bool, answer: dict[str, Any] | None) -> None:
+        if not same_words:
+            log.info("turn %s: its id came again with other words", turn_id)
+            self.reject(turn_id, Refusal("duplicate_turn_id", "turn_id already used"))
+        elif answer is not None:
+            log.info("turn %s is a repeat; its answer goes again", turn_id)
+            with self.unit():
+                self.outbox.enqueue(self.topics.turn_response, answer)
+        else:  # still waiting on the cloud (its answer is on the way), or forgotten since
+            log.info("turn %s is a redelivery; already taken in", turn_id)
+
+    def reject(self, turn_id: str, refusal: Refusal) -> None:
+        """`P/turn/response` `rejected` (or `error` when the runtime failed on it) for a turn
+        whose content was refused: the voice front-end never waits for nothing."""
+        status = "error" if refusal.error == "internal_error" else "rejected"
+        with self.unit():
+            self.outbox.enqueue(
+                self.topics.turn_response, response_body(turn_id, status, "", error=refusal.error)
+            )
+
+    def _start_answer(self, turn: Received) -> None:
+        task = asyncio.create_task(self.answer(turn))
+        self.in_flight.add(task)
+        task.add_done_callback(self.in_flight.discard)
+
+    async def answer(self, turn: Received) -> None:
+        """Ask the planner (one turn at a time) and close the turn with what it said."""
+        async with self._turn_lock:
+            try:
+                answer = await self._ask(turn)
+                status = await self._retrying(turn, partial(self.close_turn, turn, answer))
+                turn.watch.lap("apply")
+            except asyncio.CancelledError:
+                raise  # stopping: the turn is answered `interrupted` at the next start
+            except Exception:
+                log.exception("turn %s failed inside the runtime", turn.turn_id)
+                close = partial(
+                    self.close_unanswered, turn.turn_id, turn.pair_id, "error", "internal_error"
+                )
+                await self._retrying(turn, close)
+                return
+        self.metrics.inc("a2a_turns_total", "turns answered", status=status)
+        if status == "ok":
+            timings.turn_answered(self.metrics, turn.watch)
+        if status == "offline":
+            self.replayer.notify()
+        else:  # the cloud answered: the replay need not wait for its backoff
+            self.replayer.kick()
+
+    async def _retrying(self, turn: Received, close: Callable[[], T]) -> T:
+        """Close the turn; while the DB refuses writes, try again with backoff: the answer
+        waits in memory and goes out once storage is back (SPEC §2.4)."""
+        delay = 0.1
+        while True:
+            try:
+                return close()
+            except StorageUnavailable as exc:
+                if delay == 0.1:
+                    log.error(
+                        "turn %s waits for the state DB to take writes: %s", turn.turn_id, exc
+                    )
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+    async def _ask(self, turn: Received) -> TurnResponse | CloudError:
+        turn.watch.lap("queue")
+        request = turn_request(
+            turn, self.memory, device_id=self.settings.device_id, clock=self.clock
+        )
+        turn.watch.lap("snapshot")
+        cloud = self.settings.cloud
+        away = self.cloud.unreachable  # known away: one quick try, the user is waiting
+        try:
+            response = await self.cloud.turn(
+                request,
+                deadline_s=min(cloud.turn_deadline_s, cloud.offline_probe_s)
+                if away
+                else cloud.turn_deadline_s,
+                max_attempts=1 if away else 2,
+                watch=turn.watch,
+            )
+        except CloudError as exc:
+            return exc
+        return response
+
+    def close_turn(self, turn: Received, answer: TurnResponse | CloudError) -> str:
+        """Close the turn with the planner's answer, or with why there is none: the answer,
+        the pair, the memory update and the workflows it asks for in one unit of work, with
+        the `P/turn/response` they cause. Returns the response's status."""
+        if isinstance(answer, CloudUnavailable):
+            log.warning("turn %s: cloud unavailable: %s", turn.turn_id, answer)
+            return self._answer_offline(turn, f"cloud_unavailable: {answer}")
+        if isinstance(answer, CloudError):  # rejected or not the contract
+            log.warning("turn %s: cloud answer refused: %s", turn.turn_id, answer)
+            self.close_unanswered(turn.turn_id, turn.pair_id, "error", f"cloud_error: {answer}")
+            return "error"
+        ref = TurnRef(turn.turn_id, turn.pair_id, turn.session_id)
+        requested = len(answer.device_workflow_requests) + len(answer.device_task_requests)
+        with self.unit() as result:
+            for raw in answer.device_workflow_requests:
+                result.merge(self.tm.submit(raw, source="planner", turn=ref))
+            for raw in answer.device_task_requests:
+                fallback = f"task-{new_ulid(self.clock).lower()}"
+                result.merge(self.tm.submit_task(raw, fallback_id=fallback, turn=ref))
+            changes = plan_update(
+                update_input_of(answer), self.memory.sync_position(), frozenset(result.accepted)
+            )
+            self.sync.enqueue(self.memory.apply_turn(turn.pair_id, turn.session_id, changes))
+            error = None
+            if requested and not result.accepted:
+                error = "; ".join(reason for _, reason in result.rejected) or (
+                    "every workflow request was a duplicate"
+                )
+            status = "rejected" if error else "ok"
+            self._respond(
+                response_body(
+                    turn.turn_id,
+                    status,
+                    answer.assistant_text,
+                    route_family=answer.route_family,
+                    workflow_ids=result.accepted,
+                    error=error,
+                )
+            )
+        log.info(
+            "turn %s answered: route %s, status %s, workflows %s",
+            turn.turn_id,
+            answer.route_family,
+            status,
+            result.accepted,
+        )
+        return status
+
+    def _answer_offline(self, turn: Received, reason: str) -> str:
+        """`offline`, and the robot's own small set of intents so it stays safe meanwhile."""
+        intent = match_intent(turn.text, self.settings.offline.intents)
+        ref = TurnRef(turn.turn_id, turn.pair_id, turn.session_id)
+        with self.unit() as result:
+            if intent is not None and intent.action == "cancel":
+                result.merge(self.tm.cancel(None, "user"))
+                result.ignored.clear()
+            elif intent is not None:
+                task = {
+                    "capability_id": intent.capability_id,
+                    "operation_id": intent.operation_id,
+                    "args": intent.args,
+                }
+                fallback = f"local-{new_ulid(self.clock).lower()}"
+                result.merge(self.tm.submit_task(task, fallback_id=fallback, turn=ref))
+            self.sync.enqueue(self.memory.close_unanswered(turn.pair_id, "offline"))
+            self._respond(
+                response_body(
+                    turn.turn_id,
+                    "offline",
+                    intent.reply if intent else OFFLINE_TEXT,
+                    route_family=LOCAL_ROUTE if intent else "",
+                    workflow_ids=result.accepted,
+                    error=reason,
+                )
+            )
+        if intent is not None:
+            log.info(
+                "turn %s handled on the device: intent %s, %d workflows ended, %s started",
+                turn.turn_id,
+                intent.name,
+                len(result.finished),
+                result.accepted,
+            )
+        return "offline"
+
+    def close_unanswered(self, turn_id: str, pair_id: str, status: str, reason: str) -> None:
+        """Answer `offline`/`error`; the utterance stays recorded as a pair without reply."""
+        text = OFFLINE_TEXT if status == "offline" else ERROR_TEXT
+        with self.unit():
+            self.sync.enqueue(self.memory.close_unanswered(pair_id, status))
+            self._respond(response_body(turn_id, status, text, error=reason))
+
+    def _respond(self, body: dict[str, Any]) -> None:
+        self.outbox.enqueue(self.topics.turn_response, body)
+        self.dedupe.answered(f"turn:{body['turn_id']}", body)  # a repeat gets it again
