@@ -13,6 +13,7 @@ drawing against the code, so it cannot go stale):
   + StorageError          a2a_common.sqlite
   | - StorageUnavailable  a2a_common.sqlite
   | - SchemaTooNew        a2a_common.sqlite
+  | - StateDirLocked      edge.statelock
   + ConfigError           edge.errors
   + ServiceSilent         edge.errors
   + CloudError            cloud_client.errors

@@ -19,6 +19,7 @@ from typing import Any
 
 from a2a_common.clock import Clock, OffsetClock, SteadyClock, SystemClock
 from a2a_common.sqlite import StorageError
+from edge import statelock
 from edge.config import Settings, load_secrets, load_settings
 from edge.errors import ConfigError, ServiceSilent
 from edge.log import configure
@@ -50,11 +51,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     from edge.wiring import build_runtime
 
     clock = runtime_clock(os.environ)
-    check_permissions(settings)
-    runtime = build_runtime(
-        settings, secrets, clock=clock, config_path=Path(args.config) if args.config else None
-    )
-    return asyncio.run(runtime.run())
+    with statelock.for_service(settings.state_db_path.parent):  # held until the process ends
+        check_permissions(settings)
+        runtime = build_runtime(
+            settings, secrets, clock=clock, config_path=Path(args.config) if args.config else None
+        )
+        return asyncio.run(runtime.run())
 
 
 def _print(value: Any, as_json: bool) -> None:
