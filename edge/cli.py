@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import faulthandler
 import json
 import logging
 import os
@@ -48,6 +49,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     settings = _settings(args)
     secrets = load_secrets(settings)
     configure(settings.log.level, settings.log.format)
+    faulthandler.enable()  # a fatal signal (SIGBUS from a mapped file) leaves its stack in the log
     from edge.wiring import build_runtime
 
     clock = runtime_clock(os.environ)
