@@ -58,6 +58,8 @@ class Migration:
 CACHE_KB = 1024  # page cache of the writing connection: the working set is indexed and small
 
 
+BeforeMigration = Callable[[sqlite3.Connection, int], None]  # (connection, version found)
+
 _KINDS = {stat.S_IFDIR: "a directory", stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket"}
 
 
@@ -124,8 +126,10 @@ def open_state_db(
     synchronous: Synchronous = "FULL",
     busy_timeout_ms: int = 5000,
     max_size_kb: int = 0,
+    before_migration: BeforeMigration | None = None,
 ) -> sqlite_utils.Database:
-    """Open (creating 0600 if needed), check and migrate the DB for the one writer."""
+    """Open (creating 0600 if needed), check and migrate the DB for the one writer.
+    `before_migration` runs when an existing DB is about to be migrated (the backup)."""
     try:
         _create_private(path)
         conn = sqlite3.connect(str(path), timeout=busy_timeout_ms / 1000)
@@ -138,6 +142,9 @@ def open_state_db(
         conn.execute("PRAGMA secure_delete=ON")
         conn.execute(f"PRAGMA cache_size=-{CACHE_KB}")
         db = sqlite_utils.Database(conn, execute_plugins=False)
+        found = schema_version(db)
+        if before_migration is not None and 0 < found < len(migrations):
+            before_migration(conn, found)
         migrate(db, path, migrations)
         if max_size_kb:  # a cap (also how tests make the disk "full")
             page = int(conn.execute("PRAGMA page_size").fetchone()[0])

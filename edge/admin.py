@@ -113,7 +113,7 @@ def _run_locked(
     progress: Callable[[int, int], None] | None,
 ) -> dict[str, Any]:
     clock = SystemClock()
-    db = open_db(settings)
+    db = open_db(settings, clock)
     app = build_app(settings, secrets, db=db, clock=clock, live=False, max_backoff_s=2.0)
 
     async def go() -> dict[str, Any]:

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from a2a_common.backup import BackupError
 from a2a_common.clock import Clock, OffsetClock, SteadyClock, SystemClock
 from a2a_common.sqlite import StorageError
 from edge import statelock
@@ -279,6 +280,17 @@ def cmd_sync_replay(args: argparse.Namespace) -> int:
     return 0 if answer.get("ok") else 1
 
 
+def cmd_db_backup(args: argparse.Namespace) -> int:
+    from a2a_common.backup import backup_file
+    from edge.schema import MIGRATIONS
+
+    settings = _settings(args)
+    dest = Path(args.file).absolute()
+    size = backup_file(settings.state_db_path, dest, len(MIGRATIONS))
+    print(f"{dest} {size} bytes")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from sim.demo import run_demo
 
@@ -422,6 +434,12 @@ def parser() -> argparse.ArgumentParser:
     _add_memory(sub)
     _add_workflows(sub)
     _add_sync(sub)
+    db = sub.add_parser("db", help="the state DB file")
+    db_sub = db.add_subparsers(dest="db_command", required=True)
+    backup = db_sub.add_parser("backup", help="a consistent copy, safe while the service runs")
+    backup.add_argument("file", help="where the copy goes (created 0600)")
+    backup.add_argument("--config")
+    backup.set_defaults(func=cmd_db_backup)
     demo = sub.add_parser("demo", help="broker + sim cloud + runtime on this machine, one turn")
     demo.add_argument("--verbose", action="store_true", help="show the runtime's log")
     demo.add_argument("--json", action="store_true", help="print the events as JSON lines")
@@ -445,7 +463,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"a2a-edge: config error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
-    except ServiceSilent as exc:
+    except (ServiceSilent, BackupError) as exc:
         print(f"a2a-edge: {exc}", file=sys.stderr)
         return 1
     except CatalogError as exc:
