@@ -7,9 +7,11 @@ refused instead of being misread.
 Before SQLite sees the file, the writer checks what it is (SPEC §6's start-up check): `state.db`
 and its `-wal`/`-shm` are regular files or absent, never symlinks (a chmod or an O_CREAT through
 a link would act on a file outside the state dir), and the state dir is writable (SQLite must
-create the WAL there). Once open, `PRAGMA quick_check` runs before any migration or read. Each
-failure is a `StorageError` with a one-line message (exit 3). Memory-mapped I/O is off on every
-connection (`mmap_size=0`): with it, an I/O error on a mapped page is SIGBUS, not an error.
+create the WAL there), and each file present opens for writing. Once open, `PRAGMA quick_check`
+runs before any migration or read. Each failure is a `StorageError` with a one-line message
+(exit 3). Memory-mapped I/O of the DB is off on every connection (`mmap_size=0`): with it, a
+fault on a mapped page is SIGBUS, not an error. (The WAL index in -shm is mapped whatever
+`mmap_size` says; docs/design.md, *State files*, says what that leaves.)
 """
 
 from __future__ import annotations
