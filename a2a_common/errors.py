@@ -14,6 +14,8 @@ drawing against the code, so it cannot go stale):
   | - StorageUnavailable  a2a_common.sqlite
   | - StorageCorrupt      a2a_common.sqlite
   | - SchemaTooNew        a2a_common.sqlite
+  | - StateDirLocked      edge.statelock
+  + BackupError           a2a_common.backup
   + ConfigError           edge.errors
   + ServiceSilent         edge.errors
   + CloudError            cloud_client.errors

@@ -16,6 +16,7 @@ from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
 from a2a_common.clock import SystemClock
 from a2a_common.ids import new_ulid
 from cloud_client.errors import CloudUnavailable
+from edge import statelock
 from edge.app import DeviceApp
 from edge.config import Secrets, Settings
 from edge.errors import ServiceSilent
@@ -86,12 +87,34 @@ def run_offline(
     *,
     progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
-    """No service runs: this process takes the DB and runs the command through the same app
-    the service runs (`DeviceApp.admin`). What it owes — task cancels, terminal reports, sync
-    writes — stays in the outboxes for the service's next start. A replay sends from here
-    (three tries per batch, then it gives up)."""
-    db = open_db(settings)
-    app = build_app(settings, secrets, db=db, clock=SystemClock(), live=False, max_backoff_s=2.0)
+    """No service answered: this process takes the DB and runs the command through the same
+    app the service runs (`DeviceApp.admin`) — only if it can take the state dir's lock, held
+    until the DB is closed. A lock held by a service (one that runs but is not reachable over
+    MQTT) is `ServiceSilent`: nothing is changed behind a running service. What the command
+    owes — task cancels, terminal reports, sync writes — stays in the outboxes for the
+    service's next start. A replay sends from here (three tries per batch, then it gives up)."""
+    try:
+        with statelock.for_cli(settings.state_db_path.parent, command):
+            return _run_locked(settings, secrets, command, args, progress)
+    except statelock.StateDirLocked as exc:
+        if exc.holder.role != statelock.SERVICE:
+            why = "(try again when it is done)"
+        else:
+            broker = f"{settings.mqtt.host}:{settings.mqtt.port}"
+            why = f"but did not answer over MQTT (is the broker at {broker} up?)"
+        raise ServiceSilent(f"{exc.holder} holds {exc.path} {why}; nothing was changed") from exc
+
+
+def _run_locked(
+    settings: Settings,
+    secrets: Secrets,
+    command: str,
+    args: dict[str, Any],
+    progress: Callable[[int, int], None] | None,
+) -> dict[str, Any]:
+    clock = SystemClock()
+    db = open_db(settings, clock)
+    app = build_app(settings, secrets, db=db, clock=clock, live=False, max_backoff_s=2.0)
 
     async def go() -> dict[str, Any]:
         try:

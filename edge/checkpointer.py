@@ -41,6 +41,7 @@ class Checkpointer:
             self._conn = sqlite3.connect(str(self._path), check_same_thread=False)
             self._conn.execute(f"PRAGMA busy_timeout={self._busy_timeout_ms}")
             self._conn.execute("PRAGMA cache_size=-64")  # copying pages back needs no cache
+            self._conn.execute("PRAGMA mmap_size=0")  # an unwritable file: an error, not SIGBUS
         return self._conn
 
     def _checkpoint_locked(self) -> tuple[int, int]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import faulthandler
 import json
 import logging
 import os
@@ -17,8 +18,10 @@ from collections.abc import Coroutine, Mapping
 from pathlib import Path
 from typing import Any
 
+from a2a_common.backup import BackupError
 from a2a_common.clock import Clock, OffsetClock, SteadyClock, SystemClock
 from a2a_common.sqlite import StorageError
+from edge import statelock
 from edge.config import Settings, load_secrets, load_settings
 from edge.errors import ConfigError, ServiceSilent
 from edge.log import configure
@@ -47,14 +50,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     settings = _settings(args)
     secrets = load_secrets(settings)
     configure(settings.log.level, settings.log.format)
+    faulthandler.enable()  # a fatal signal (SIGBUS from a mapped file) leaves its stack in the log
     from edge.wiring import build_runtime
 
     clock = runtime_clock(os.environ)
-    check_permissions(settings)
-    runtime = build_runtime(
-        settings, secrets, clock=clock, config_path=Path(args.config) if args.config else None
-    )
-    return run_bounded(runtime.run())
+    with statelock.for_service(settings.state_db_path.parent):  # held until the process ends
+        check_permissions(settings)
+        runtime = build_runtime(
+            settings, secrets, clock=clock, config_path=Path(args.config) if args.config else None
+        )
+        return run_bounded(runtime.run())
 
 
 def run_bounded(main: Coroutine[Any, Any, int], grace_s: float = 1.0) -> int:
@@ -307,6 +312,17 @@ def cmd_sync_replay(args: argparse.Namespace) -> int:
     return 0 if answer.get("ok") else 1
 
 
+def cmd_db_backup(args: argparse.Namespace) -> int:
+    from a2a_common.backup import backup_file
+    from edge.schema import MIGRATIONS
+
+    settings = _settings(args)
+    dest = Path(args.file).absolute()
+    size = backup_file(settings.state_db_path, dest, len(MIGRATIONS))
+    print(f"{dest} {size} bytes")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from sim.demo import run_demo
 
@@ -416,6 +432,15 @@ def _add_inbox(sub: Any) -> None:
     dead.set_defaults(func=cmd_inbox_dead)
 
 
+def _add_db(sub: Any) -> None:
+    db = sub.add_parser("db", help="the state DB file")
+    db_sub = db.add_subparsers(dest="db_command", required=True)
+    backup = db_sub.add_parser("backup", help="a consistent copy, safe while the service runs")
+    backup.add_argument("file", help="where the copy goes (created 0600)")
+    backup.add_argument("--config")
+    backup.set_defaults(func=cmd_db_backup)
+
+
 def _add_sim(sub: Any) -> None:
     sim = sub.add_parser("sim", help="reference counterparts for development and tests")
     sim_sub = sim.add_subparsers(dest="sim_command", required=True)
@@ -461,6 +486,7 @@ def parser() -> argparse.ArgumentParser:
     _add_workflows(sub)
     _add_sync(sub)
     _add_inbox(sub)
+    _add_db(sub)
     demo = sub.add_parser("demo", help="broker + sim cloud + runtime on this machine, one turn")
     demo.add_argument("--verbose", action="store_true", help="show the runtime's log")
     demo.add_argument("--json", action="store_true", help="print the events as JSON lines")
@@ -484,7 +510,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"a2a-edge: config error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
-    except ServiceSilent as exc:
+    except (ServiceSilent, BackupError) as exc:
         print(f"a2a-edge: {exc}", file=sys.stderr)
         return 1
     except CatalogError as exc:

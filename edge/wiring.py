@@ -8,6 +8,7 @@ from pathlib import Path
 import httpx
 import sqlite_utils
 
+from a2a_common.backup import PreMigrationBackups
 from a2a_common.clock import Clock, SystemClock
 from a2a_common.sqlite import open_state_db
 from cache.memory import Memory
@@ -37,14 +38,18 @@ from taskmanager.catalog import load_catalog
 from taskmanager.service import TaskManager
 
 
-def open_db(settings: Settings) -> sqlite_utils.Database:
-    """The state DB for writing (the service, or a CLI command when no service runs)."""
+def open_db(settings: Settings, clock: Clock | None = None) -> sqlite_utils.Database:
+    """The state DB for writing (the service, or a CLI command when no service runs), checked,
+    and backed up into `<state_dir>/backups` before a migration. The caller holds the state
+    dir's lock (`edge.statelock`)."""
+    path = settings.state_db_path
     return open_state_db(
-        settings.state_db_path,
+        path,
         MIGRATIONS,
         synchronous=settings.storage.synchronous,
         busy_timeout_ms=settings.storage.busy_timeout_ms,
         max_size_kb=settings.storage.max_size_kb,
+        before_migration=PreMigrationBackups(path.parent / "backups", clock or SystemClock()),
     )
 
 
@@ -136,7 +141,7 @@ def build_runtime(
 ) -> Runtime:
     """Open the state DB (migrating it) and wire the service; raises StorageError."""
     clock = clock or SystemClock()
-    db = open_db(settings)
+    db = open_db(settings, clock)
     # the service's connection never checkpoints inside a COMMIT: its checkpointer does
     db.execute("PRAGMA wal_autocheckpoint=0")
     app = build_app(settings, secrets, db=db, clock=clock, live=True)
