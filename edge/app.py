@@ -18,18 +18,14 @@ from functools import partial
 from typing import Any, TypeVar
 
 from a2a_common import jsonx
-from a2a_common.clock import Clock, iso
+from a2a_common.clock import iso
 from a2a_common.sqlite import StorageUnavailable
-from cache.memory import Memory
-from cloud_client.client import CloudClient
 from edge import timings
 from edge.app_turns import TurnInputs
 from edge.checkpointer import Checkpointer
-from edge.config import Settings
-from edge.inbox import InboxDeadLetters, InboxDedupe
+from edge.inbox import InboxDeadLetters
 from edge.memory_ops import MemoryOps
-from edge.metrics import Metrics
-from edge.outbound import DurableOutbox, Wire
+from edge.outbound import Wire
 from edge.publisher import TaskPublisher
 from edge.reports import Reports
 from edge.topics import (
@@ -40,13 +36,10 @@ from edge.topics import (
     PuiEventMsg,
     Refusal,
     TaskCallbackMsg,
-    Topics,
     WorkflowRequestMsg,
     ref_of,
 )
 from edge.work import Work
-from sync.outbox import SyncOutbox
-from sync.replay import Replayer
 from taskmanager.events import Callback
 from taskmanager.model import ACTIVE_STEP
 from taskmanager.service import TaskManager
@@ -60,64 +53,39 @@ class DeviceApp:
     def __init__(
         self,
         *,
-        settings: Settings,
-        clock: Clock,
         work: Work,
-        topics: Topics,
-        memory: Memory,
+        turns: TurnInputs,
         publisher: TaskPublisher,
-        outbox: DurableOutbox,
-        sync_outbox: SyncOutbox,
-        dedupe: InboxDedupe,
         dead_letters: InboxDeadLetters,
         memory_ops: MemoryOps,
         checkpointer: Checkpointer,
-        cloud: CloudClient,
-        replayer: Replayer,
         reports: Reports,
-        metrics: Metrics,
     ) -> None:
-        self.settings = settings
-        self.clock = clock
         self.work = work
         self.unit = work.unit
         self.after_commit = work.after_commit
         self.tm: TaskManager = work.tm
-        self.topics = topics
-        self.memory = memory
+        self.turns = turns
+        self.settings = turns.settings
+        self.clock = turns.clock
+        self.topics = turns.topics
+        self.memory = turns.memory
+        self.outbox = turns.outbox
+        self.sync = turns.sync
+        self.dedupe = turns.dedupe
+        self.cloud = turns.cloud
+        self.replayer = turns.replayer
+        self.metrics = turns.metrics
         self._publisher = publisher
-        self.outbox = outbox
-        self.sync = sync_outbox
-        self.dedupe = dedupe
         self.dead_letters = dead_letters
         self.memory_ops = memory_ops
         self.checkpointer = checkpointer
-        self.cloud = cloud
-        self.replayer = replayer
         self.reports = reports
-        self.metrics = metrics
         self._wire: Wire | None = None
-        self._device_context: dict[str, Any] = memory.state("device_context", {}) or {}
-        self.turns = TurnInputs(
-            settings=settings,
-            clock=clock,
-            unit=work.unit,
-            after_commit=work.after_commit,
-            memory=memory,
-            tm=work.tm,
-            topics=topics,
-            outbox=outbox,
-            sync_outbox=sync_outbox,
-            dedupe=dedupe,
-            cloud=cloud,
-            replayer=replayer,
-            metrics=metrics,
-            device_context=lambda: self._device_context,
-        )
-        self.take_turn = self.turns.take_turn
-        self.close_turn = self.turns.close_turn
-        self.close_unanswered = self.turns.close_unanswered
-        self.turns_in_flight = self.turns.in_flight
+        self.take_turn = turns.take_turn
+        self.close_turn = turns.close_turn
+        self.close_unanswered = turns.close_unanswered
+        self.turns_in_flight = turns.in_flight
 
     def attach(self, wire: Wire) -> None:
         """The broker connection: owed MQTT messages and refusals go out on it from now."""
@@ -272,7 +240,7 @@ class DeviceApp:
         context = msg.model_dump(mode="json", exclude_none=True)
         with self.unit():
             self.memory.store.set_state("device_context", context)
-        self.after_commit(partial(setattr, self, "_device_context", context))
+        self.after_commit(partial(setattr, self.turns, "device_context", context))
 
     def tick(self) -> None:
         """Deadlines that have passed fire."""

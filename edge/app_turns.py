@@ -10,7 +10,6 @@ import asyncio
 import hashlib
 import logging
 from collections.abc import Callable
-from contextlib import AbstractContextManager
 from functools import partial
 from typing import Any, TypeVar
 
@@ -39,13 +38,13 @@ from edge.turns import (
     turn_request,
     update_input_of,
 )
+from edge.work import Work
 from sync.outbox import SyncOutbox
 from sync.replay import Replayer
-from taskmanager.service import Result, TaskManager, TurnRef
+from taskmanager.service import TurnRef
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-Unit = Callable[[], AbstractContextManager[Result]]
 
 
 def fingerprint(text: str) -> str:
@@ -59,10 +58,8 @@ class TurnInputs:
         *,
         settings: Settings,
         clock: Clock,
-        unit: Unit,
-        after_commit: Callable[[Callable[[], object]], None],
+        work: Work,
         memory: Memory,
-        tm: TaskManager,
         topics: Topics,
         outbox: DurableOutbox,
         sync_outbox: SyncOutbox,
@@ -70,14 +67,13 @@ class TurnInputs:
         cloud: CloudClient,
         replayer: Replayer,
         metrics: Metrics,
-        device_context: Callable[[], dict[str, Any]],
     ) -> None:
         self.settings = settings
         self.clock = clock
-        self.unit = unit
-        self.after_commit = after_commit
+        self.unit = work.unit
+        self.after_commit = work.after_commit
+        self.tm = work.tm
         self.memory = memory
-        self.tm = tm
         self.topics = topics
         self.outbox = outbox
         self.sync = sync_outbox
@@ -85,7 +81,8 @@ class TurnInputs:
         self.cloud = cloud
         self.replayer = replayer
         self.metrics = metrics
-        self._device_context = device_context
+        # the latest retained P/device/context, merged into every turn (the app keeps it)
+        self.device_context: dict[str, Any] = memory.state("device_context", {}) or {}
         self._turn_lock = asyncio.Lock()
         self.in_flight: set[asyncio.Task[None]] = set()  # turns waiting on the cloud
 
@@ -107,7 +104,7 @@ class TurnInputs:
             )
             self.dedupe.mark(key, arrival.topic, words)
         log.info("turn %s recorded in %s", msg.turn_id, session_id)
-        context = {**self._device_context(), **(msg.device_context or {})}
+        context = {**self.device_context, **(msg.device_context or {})}
         watch.lap("record")
         turn = Received(msg.turn_id, pair_id, session_id, msg.recognized_text, context, watch)
         self.after_commit(partial(self._start_answer, turn))

@@ -22,7 +22,18 @@ from a2a_common.backup import BackupError
 from a2a_common.clock import Clock, OffsetClock, SteadyClock, SystemClock
 from a2a_common.sqlite import StorageError
 from edge import statelock
-from edge.config import Settings, load_secrets, load_settings
+from edge.cli_read import (
+    cmd_inbox_dead,
+    cmd_memory_show,
+    cmd_memory_snapshot,
+    cmd_status,
+    cmd_sync_status,
+    cmd_workflows_list,
+    cmd_workflows_trace,
+    print_value,
+    settings_of,
+)
+from edge.config import load_secrets
 from edge.errors import ConfigError, ServiceSilent
 from edge.log import configure
 from edge.permissions import check_permissions
@@ -30,10 +41,6 @@ from taskmanager.errors import CatalogError
 
 EXIT_CONFIG = 2
 EXIT_STORAGE = 3
-
-
-def _settings(args: argparse.Namespace) -> Settings:
-    return load_settings(Path(args.config) if args.config else None)
 
 
 def runtime_clock(environ: Mapping[str, str]) -> Clock:
@@ -47,7 +54,7 @@ def runtime_clock(environ: Mapping[str, str]) -> Clock:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    settings = _settings(args)
+    settings = settings_of(args)
     secrets = load_secrets(settings)
     configure(settings.log.level, settings.log.format)
     faulthandler.enable()  # a fatal signal (SIGBUS from a mapped file) leaves its stack in the log
@@ -78,55 +85,16 @@ def run_bounded(main: Coroutine[Any, Any, int], grace_s: float = 1.0) -> int:
         loop.close()
 
 
-def _print(value: Any, as_json: bool) -> None:
-    if as_json:
-        print(json.dumps(value, ensure_ascii=False, indent=None))
-        return
-    if isinstance(value, dict):
-        for key, item in value.items():
-            shown = item if isinstance(item, str) else json.dumps(item, ensure_ascii=False)
-            print(f"{key:>16}: {shown}")
-
-
-def cmd_status(args: argparse.Namespace) -> int:
-    from edge import views
-
-    _print(views.status(_settings(args)), args.json)
-    return 0
-
-
-def cmd_memory_show(args: argparse.Namespace) -> int:
-    from edge import views
-
-    shown = views.memory_show(_settings(args))
-    if args.json:
-        _print(shown, True)
-        return 0
-    _print({k: v for k, v in shown.items() if k != "profile_items"}, False)
-    print("   profile items:")
-    for item in shown["profile_items"]:
-        value = json.dumps(item["value"], ensure_ascii=False)
-        print(
-            f"  - {item['key']} = {value} [{item['status']}] category={item['category']} "
-            f"confidence={item['confidence']} relevance={item['relevance_score']} "
-            f"mentions={item['mentions']}"
-        )
-        for name, ids in item["sources"].items():
-            if ids:
-                print(f"      source_{name}_ids: {', '.join(ids)}")
-    return 0
-
-
 def _memory_change(args: argparse.Namespace, command: str, payload: dict[str, Any]) -> int:
     from edge import admin
 
-    settings = _settings(args)
+    settings = settings_of(args)
     secrets = load_secrets(settings)
     answer = admin.ask_service(settings, secrets, command, payload)
     if answer is None:
         answer = admin.run_offline(settings, secrets, command, payload)
     if args.json or answer.get("ok"):
-        _print(answer if args.json else answer["result"], args.json)
+        print_value(answer if args.json else answer["result"], args.json)
     if not answer.get("ok"):
         print(f"a2a-edge: {answer.get('error')}", file=sys.stderr)
     return 0 if answer.get("ok") else 1
@@ -147,114 +115,22 @@ def cmd_memory_revoke(args: argparse.Namespace) -> int:
     return _memory_change(args, "memory.revoke", {"key": args.key})
 
 
-def cmd_memory_snapshot(args: argparse.Namespace) -> int:
-    from edge import views
-
-    snapshot, size = views.memory_snapshot(_settings(args))
-    if args.json:
-        print(json.dumps({"bytes": size, "snapshot": snapshot}, ensure_ascii=False))
-    else:
-        print(json.dumps(snapshot, ensure_ascii=False, indent=2))
-        print(f"# {size} bytes of canonical JSON")
-    return 0
-
-
-def cmd_workflows_list(args: argparse.Namespace) -> int:
-    from edge import views
-
-    rows = views.workflows_list(_settings(args), args.limit)
-    if args.json:
-        _print(rows, True)
-        return 0
-    print(f"{'workflow':<28} {'status':<12} {'etag':>4}  {'source':<8} {'created':<24} reason")
-    for row in rows:
-        print(
-            f"{row['workflow_id']:<28} {row['status']:<12} {row['etag']:>4}  "
-            f"{row['source']:<8} {row['created_at']:<24} {row['reason'] or ''}"
-        )
-    return 0
-
-
-def _timeline_line(entry: dict[str, Any]) -> str:
-    kind = entry["kind"]
-    etag = f"#{entry['etag']}" if entry.get("etag") is not None else ""
-    rest = {k: v for k, v in entry.items() if k not in ("ts", "etag", "kind")}
-    if kind == "event":
-        what = f"{rest.pop('step_id', '-') or '-'} {rest.pop('status', '')}"
-    else:
-        what = kind
-    extra = " ".join(
-        f"{k}={json.dumps(v, ensure_ascii=False)}"
-        for k, v in rest.items()
-        if v not in (None, [], {})
-    )
-    return f"{entry['ts']} {etag:>4} {what} {extra}".rstrip()
-
-
-def cmd_workflows_trace(args: argparse.Namespace) -> int:
-    from edge import views
-
-    trace = views.workflow_trace(_settings(args), args.workflow_id)
-    if trace is None:
-        print(f"a2a-edge: no workflow {args.workflow_id}", file=sys.stderr)
-        return 1
-    if args.json:
-        _print(trace, True)
-        return 0
-    wf = trace["workflow"]
-    print(
-        f"workflow {wf['workflow_id']}  status {wf['status']}  etag {wf.get('etag', 1)}  "
-        f"plan {wf.get('plan_id') or '-'}  turn {wf.get('turn_id') or '-'}"
-    )
-    if wf.get("experience"):
-        print(
-            f"experience {wf['experience'].get('experience_id')}: "
-            f"{wf['experience'].get('goal_summary', '')}"
-        )
-    for entry in trace["timeline"]:
-        print("  " + _timeline_line(entry))
-    return 0
-
-
 def cmd_workflows_cancel(args: argparse.Namespace) -> int:
     from edge import admin
 
-    settings = _settings(args)
+    settings = settings_of(args)
     secrets = load_secrets(settings)
     command, payload = "workflow.cancel", {"workflow_id": args.workflow_id}
     answer = admin.ask_service(settings, secrets, command, payload)
     if answer is None:
         answer = admin.run_offline(settings, secrets, command, payload)
     if args.json:
-        _print(answer, True)
+        print_value(answer, True)
     elif answer.get("ok"):
         print(f"cancelled {', '.join(answer['result']['cancelled']) or args.workflow_id}")
     else:
         print(f"a2a-edge: {answer.get('error')}", file=sys.stderr)
     return 0 if answer.get("ok") else 1
-
-
-def cmd_inbox_dead(args: argparse.Namespace) -> int:
-    from edge import views
-
-    rows = views.inbox_dead(_settings(args), args.limit)
-    if args.json:
-        _print(rows, True)
-        return 0
-    print(f"{'id':>6}  {'received':<26} {'bytes':>6}  {'topic':<40} error")
-    for row in rows:
-        print(
-            f"{row['id']:>6}  {row['received_at']:<26} {row['bytes']:>6}  {row['topic']:<40}"
-            f" {row['error']}"
-        )
-    return 0
-
-
-def cmd_sync_status(args: argparse.Namespace) -> int:
-    from edge import views
-
-    _print(views.sync_status(_settings(args)), args.json)
-    return 0
 
 
 class _Bar:
@@ -282,7 +158,7 @@ def cmd_sync_replay(args: argparse.Namespace) -> int:
 
     from edge import admin, views
 
-    settings = _settings(args)
+    settings = settings_of(args)
     secrets = load_secrets(settings)
     before = views.sync_status(settings)["pending"]
     bar = _Bar(before)
@@ -304,7 +180,7 @@ def cmd_sync_replay(args: argparse.Namespace) -> int:
         answer["result"]["pending"] = pending
     bar.close()
     if args.json:
-        _print(answer, True)
+        print_value(answer, True)
     else:
         print(json.dumps(answer.get("result", {}), ensure_ascii=False))
         if answer.get("error"):
@@ -316,7 +192,7 @@ def cmd_db_backup(args: argparse.Namespace) -> int:
     from a2a_common.backup import backup_file
     from edge.schema import MIGRATIONS
 
-    settings = _settings(args)
+    settings = settings_of(args)
     dest = Path(args.file).absolute()
     size = backup_file(settings.state_db_path, dest, len(MIGRATIONS))
     print(f"{dest} {size} bytes")

@@ -16,26 +16,24 @@ import logging
 import os
 import signal
 import time
-from collections.abc import Iterable
 from datetime import timedelta
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 from a2a_common import jsonx
 from a2a_common.clock import iso, parse_iso
-from a2a_common.sqlite import StorageCorrupt, StorageUnavailable, schema_version
+from a2a_common.sqlite import StorageUnavailable, schema_version
 from edge import __version__
 from edge.app import DeviceApp
 from edge.config import Settings, load_settings
 from edge.errors import ConfigError
+from edge.intake import Intake
 from edge.metrics import Labels
 from edge.metrics import serve as serve_metrics
-from edge.mqtt import ChannelHandlers, Inbound, LastWill, MqttChannel
+from edge.mqtt import ChannelHandlers, LastWill, MqttChannel
 from edge.notify import Notifier
 from edge.policies import privacy_policy
-from edge.routes import Route, Router, route_table
-from edge.topics import Arrival, Refusal
+from edge.routes import Router, route_table
 
 log = logging.getLogger(__name__)
 
@@ -44,11 +42,7 @@ SHUTDOWN_BUDGET_S = 8.0  # the whole shutdown (systemd's TimeoutStopSec is 10 s)
 WARNINGS_EVERY_S = 30.0
 HEARTBEAT_EVERY_S = 5.0
 DEBUG_BLOCK_S = 3.0
-MAX_BATCH = 100  # inbound messages per group commit
 REAP_AFTER_S = 0.05  # PUBACKed rows are deleted together, or with the next group commit
-MAX_HELD = 1000  # inbound messages held while the DB refuses writes; beyond, refused and acked
-HOLD_RETRY_MIN_S, HOLD_RETRY_MAX_S = 0.1, 5.0
-DEBUG_RAISE = b'"a2a_debug_raise"'  # with A2A_DEBUG_HOOKS=1 a payload with this key fails
 
 
 async def _cancel(tasks: list[asyncio.Task[None]], timeout_s: float) -> None:
@@ -87,7 +81,6 @@ class Runtime:
         self._router = Router(app.topics, route_table(app))
         self._started_at = iso(app.clock.now())
         self._stop = asyncio.Event()
-        self._accepting = True
         self._broker_up = False
         self._reap_scheduled = False
         self._warnings: list[str] = []
@@ -96,10 +89,13 @@ class Runtime:
         self._servers: list[asyncio.Server] = []
         self._last_broker_error = ""
         self._debug = os.environ.get("A2A_DEBUG_HOOKS") == "1"  # tests: faults on purpose
-        self._held: list[Inbound] = []  # what the DB could not take yet, in arrival order
-        self._retry_handle: asyncio.TimerHandle | None = None
-        self._retry_delay = HOLD_RETRY_MIN_S
-        self._storage_error = ""
+        self._intake = Intake(
+            app=app,
+            channel=channel,
+            router=self._router,
+            max_payload_bytes=settings.mqtt.max_payload_bytes,
+            fatal=self._fatal,
+        )
         self._heartbeat_error = ""
         self._published_problems: list[str] = []
         self._exit_code = 0
@@ -160,7 +156,7 @@ class Runtime:
             server = await serve_metrics(metrics.host, metrics.port, self._render_metrics)
             self._servers.append(server)
         background = [
-            asyncio.create_task(self._take_in()),
+            asyncio.create_task(self._intake.run()),
             asyncio.create_task(self._watchdog()),
             asyncio.create_task(app.run_timer()),
             asyncio.create_task(app.run_reporter()),
@@ -169,9 +165,7 @@ class Runtime:
             asyncio.create_task(app.checkpointer.run()),
         ]
         await self._stop.wait()
-        self._accepting = False
-        if self._retry_handle is not None:
-            self._retry_handle.cancel()  # held messages stay unacked: the broker keeps them
+        self._intake.stop()  # held messages stay unacked: the broker keeps them
         await self._shutdown(background)
         return self._exit_code
 
@@ -370,138 +364,20 @@ class Runtime:
         self._last_broker_error = reason
         self._broker_up = False
 
-    # --- inbound ----------------------------------------------------------------------------
-    async def _take_in(self) -> None:
-        async for batch in self._channel.batches(MAX_BATCH):
-            if not self._accepting:
-                return  # not acked: the broker keeps them for our next session
-            self._take_batch(batch)
-
-    def _take_batch(self, messages: Iterable[Inbound]) -> None:
-        """Group commit: the messages (and what arrives meanwhile, up to MAX_BATCH) in one
-        transaction, each in its own unit of work; acknowledgements, sends and turn starts
-        only after the commit. What the DB cannot take now is held, in order, and tried again
-        with backoff (SPEC §2.4): behind a held message every later one waits too."""
-        app = self._app
-        taken: list[Inbound] = []
-        held_before = len(self._held)
-        try:
-            with app.unit():
-                for msg in messages:
-                    if self._exit_code:
-                        break  # stopping: what is left stays unacked for the next run
-                    taken.append(msg)
-                    if self._held or not self._take(msg):
-                        self._hold(msg)
-                    else:
-                        app.after_commit(partial(self._channel.ack, msg))
-                app.outbox.reap()  # PUBACKed rows go in the same commit
-        except StorageUnavailable as exc:  # the COMMIT itself failed: none of it is on disk
-            log.error("state DB refused a group commit of %d messages: %s", len(taken), exc)
-            del self._held[held_before:]
-            for msg in taken:
-                self._hold(msg, exc)
-        except StorageCorrupt as exc:
-            self._fatal(f"state DB is damaged: {exc}")
-            return
-        else:
-            app.metrics.observe(
-                "a2a_inbound_batch_messages", "inbound messages per group commit", len(taken)
-            )
-        if self._held:
-            self._retry_held()
-
-    def _take(self, msg: Inbound) -> bool:
-        """Validate and apply one message in a unit of work; False when it must be held
-        (the DB cannot take it now). A refusal is an outcome: it is acknowledged."""
-        app = self._app
-        route = self._router.route(msg.topic)
-        if route is None:
-            refusal = Refusal("unknown_topic", "topic is not an inbound topic of this device")
-            app.refuse(msg.topic, refusal, payload=msg.payload)
-            return True
-        arrival = Arrival(msg.topic, msg.received_at)
-        max_bytes = self._settings.mqtt.max_payload_bytes
-        try:
-            with app.unit():
-                refused = route.take(msg.payload, arrival, max_bytes)
-                if self._debug and DEBUG_RAISE in msg.payload:
-                    raise RuntimeError("debug hook: a handler fails")
-                if refused is not None and route.refused is not None:
-                    route.refused(msg.payload, refused)
-        except StorageUnavailable as exc:
-            # disk or DB cap full, or the file went read-only: nothing was written (the
-            # savepoint rolled back); held and applied once the DB takes writes again
-            self._storage_error = str(exc)
-            return False
-        except StorageCorrupt as exc:
-            self._fatal(f"state DB is damaged: {exc}")
-            return False
-        except Exception as exc:
-            log.exception("handler for %s failed; refused and kept as a dead letter", msg.topic)
-            return self._dead_letter(msg, f"{type(exc).__name__}: {exc}", route)
-        if refused is not None:
-            app.refuse(msg.topic, refused, payload=msg.payload)
-        return True
-
-    def _dead_letter(self, msg: Inbound, error: str, route: Route[Any]) -> bool:
-        try:
-            self._app.dead_letter(msg.topic, msg.payload, error)
-            if route.refused is not None:
-                with self._app.unit():
-                    route.refused(msg.payload, Refusal("internal_error", error))
-        except StorageUnavailable as exc:
-            self._storage_error = str(exc)
-            return False
-        return True
-
-    def _hold(self, msg: Inbound, why: Exception | None = None) -> None:
-        if why is not None:
-            self._storage_error = str(why)
-        if msg.held:
-            self._held.append(msg)
-            return
-        if len(self._held) >= MAX_HELD:  # refused: an outcome the sender sees, acknowledged
-            detail = f"state DB refuses writes and {MAX_HELD} messages wait already"
-            self._app.refuse(msg.topic, Refusal("storage_unavailable", detail), payload=msg.payload)
-            self._channel.ack(msg)
-            return
-        if not self._held:
-            log.error("state DB refuses writes (%s): holding inbound messages", self._storage_error)
-        refusal = Refusal("storage_unavailable", self._storage_error)
-        self._app.refuse(msg.topic, refusal, payload=msg.payload)
-        self._held.append(msg.as_held())
-
-    def _retry_held(self) -> None:
-        if self._retry_handle is not None or not self._accepting:
-            return
-        delay = self._retry_delay
-        self._retry_delay = min(self._retry_delay * 2, HOLD_RETRY_MAX_S)
-        self._retry_handle = asyncio.get_running_loop().call_later(delay, self._take_held)
-
-    def _take_held(self) -> None:
-        self._retry_handle = None
-        held, self._held = self._held, []
-        self._take_batch(held)
-        if not self._held:
-            log.warning("state DB takes writes again: %d held messages applied", len(held))
-            self._retry_delay = HOLD_RETRY_MIN_S
-            self._storage_error = ""
-
     def _fatal(self, reason: str) -> None:
         """Stop with exit 1 (systemd restarts; the start-up check decides what next) without
         acknowledging what may not be on disk."""
         if self._exit_code == 0:
             log.error("stopping: %s", reason)
         self._exit_code = 1
-        self._accepting = False
+        self._intake.stop()
         self._stop.set()
 
     def _problems(self) -> list[str]:
         """What makes the service degraded now (empty: healthy)."""
         problems = []
-        if self._held:
-            problems.append(f"state DB refuses writes: {len(self._held)} inbound messages held")
+        if self._intake.held:
+            problems.append(f"state DB refuses writes: {self._intake.held} inbound messages held")
         if self._heartbeat_error:
             problems.append(f"heartbeat not written: {self._heartbeat_error}")
         return problems

@@ -15,6 +15,7 @@ from cache.memory import Memory
 from cloud_client.client import CloudClient
 from edge import __version__
 from edge.app import DeviceApp
+from edge.app_turns import TurnInputs
 from edge.checkpointer import Checkpointer
 from edge.commits import Commits
 from edge.config import Secrets, Settings
@@ -98,36 +99,58 @@ def build_app(
         deadline_s=settings.taskmanager.events_deadline_s,
         live=live,
     )
-    return DeviceApp(
+    work = Work(commits=commits, tm=tm, memory=memory, sync_outbox=sync_outbox, reports=reports)
+    backoff_s = settings.sync.max_backoff_s if max_backoff_s is None else max_backoff_s
+    replayer = _replayer(settings, db, clock, commits, memory, sync_outbox, cloud, backoff_s)
+    dedupe = InboxDedupe(db=db, clock=clock)
+    metrics = Metrics()
+    turns = TurnInputs(
         settings=settings,
         clock=clock,
-        work=Work(commits=commits, tm=tm, memory=memory, sync_outbox=sync_outbox, reports=reports),
-        topics=topics,
+        work=work,
         memory=memory,
-        publisher=publisher,
+        topics=topics,
         outbox=outbox,
         sync_outbox=sync_outbox,
-        dedupe=InboxDedupe(db=db, clock=clock),
+        dedupe=dedupe,
+        cloud=cloud,
+        replayer=replayer,
+        metrics=metrics,
+    )
+    return DeviceApp(
+        work=work,
+        turns=turns,
+        publisher=publisher,
         dead_letters=InboxDeadLetters(db=db, clock=clock, keep=settings.mqtt.dead_letters_keep),
         memory_ops=MemoryOps(memory=memory, sync_outbox=sync_outbox, clock=clock),
         checkpointer=Checkpointer(
             settings.state_db_path, busy_timeout_ms=settings.storage.busy_timeout_ms
         ),
-        cloud=cloud,
-        replayer=Replayer(
-            db=db,
-            atomic=commits.atomic,
-            clock=clock,
-            outbox=sync_outbox,
-            poster=cloud,
-            sink=MemorySyncSink(memory),
-            device_id=settings.device_id,
-            batch_size=settings.sync.batch_size,
-            deadline_s=settings.sync.deadline_s,
-            max_backoff_s=settings.sync.max_backoff_s if max_backoff_s is None else max_backoff_s,
-        ),
         reports=reports,
-        metrics=Metrics(),
+    )
+
+
+def _replayer(
+    settings: Settings,
+    db: sqlite_utils.Database,
+    clock: Clock,
+    commits: Commits,
+    memory: Memory,
+    sync_outbox: SyncOutbox,
+    cloud: CloudClient,
+    max_backoff_s: float,
+) -> Replayer:
+    return Replayer(
+        db=db,
+        atomic=commits.atomic,
+        clock=clock,
+        outbox=sync_outbox,
+        poster=cloud,
+        sink=MemorySyncSink(memory),
+        device_id=settings.device_id,
+        batch_size=settings.sync.batch_size,
+        deadline_s=settings.sync.deadline_s,
+        max_backoff_s=max_backoff_s,
     )
 
 

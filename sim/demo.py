@@ -187,6 +187,11 @@ class Demo:
 
     # --- scenes ---------------------------------------------------------------------------------
     def play(self) -> None:
+        self._rooms_and_pui()
+        self._cloud_away_and_back()
+        self._promotion()
+
+    def _rooms_and_pui(self) -> None:
         self.say("scene", "1. 두 단계 방 워크플로", "a two-step room workflow")
         wf = self.turn("안방으로 가서 청정해줘")["workflow_ids"][0]
         self.follow(self.ended(wf))
@@ -208,6 +213,7 @@ class Demo:
         self.devices.press_pui()
         self.follow(self.ended(wf))
 
+    def _cloud_away_and_back(self) -> None:
         self.say("scene", "4. 클라우드 끊김", "the cloud goes down")
         self.devices.world.time_scale = 1.0  # a long walk, so there is something to stop
         wf = self.turn("현관으로 이동해")["workflow_ids"][0]
@@ -230,6 +236,7 @@ class Demo:
             f"{len(self.cloud.synced())} writes applied by the cloud, each once",
         )
 
+    def _promotion(self) -> None:
         self.say("scene", "6. 1–6일차 선호 학습", "day 1–6 preference promotion")
         for day, text in (
             (1, "안방 청정해줘"),

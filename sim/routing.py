@@ -166,6 +166,38 @@ def _rest(text: str, experience_id: str) -> Planned:
     )
 
 
+def _one_step(
+    reply: str, plan_id: str, step_id: str, op: str, args: dict[str, Any], consent: bool = False
+) -> Planned:
+    """A one-step ODL plan; `op` is `capability.operation`."""
+    capability_id, _, operation_id = op.partition(".")
+    step: dict[str, Any] = {
+        "step_id": step_id,
+        "capability_id": capability_id,
+        "operation_id": operation_id,
+        "args": args,
+        "depends_on": [],
+    }
+    if consent:
+        step["consent"] = True
+    return Planned("ODL", reply, [step], plan_id)
+
+
+def _habit(room: str | None, purify: bool) -> list[dict[str, Any]]:
+    """ "나는 … 청정해" names a habit: a weak candidate for the preferred room."""
+    if not (room and purify):
+        return []
+    return [
+        {
+            "key": "preferred_room",
+            "value": room,
+            "category": "device_pattern",
+            "confidence": 0.6,
+            "evidence_kind": "mention",
+        }
+    ]
+
+
 def route(
     text: str,
     device_context: dict[str, Any],
@@ -182,68 +214,17 @@ def route(
     room = _room(text)
     purify = _has(text, PURIFY_WORDS)
     if purify and _has(text, STOP_WORDS):
-        return Planned(
-            "ODL",
-            "청정을 멈출게요.",
-            [
-                {
-                    "step_id": "step_stop",
-                    "capability_id": "air_purifier",
-                    "operation_id": "stop",
-                    "args": {},
-                    "depends_on": [],
-                }
-            ],
-            "purify_stop",
-        )
+        return _one_step("청정을 멈출게요.", "purify_stop", "step_stop", "air_purifier.stop", {})
     if _has(text, LATER_WORDS):
         return Planned("DEF", "알겠어요. 그때 다시 말씀해 주세요.")
     if text.strip().startswith("나는") and _has(text, HABIT_WORDS):
-        candidates = (
-            [
-                {
-                    "key": "preferred_room",
-                    "value": room,
-                    "category": "device_pattern",
-                    "confidence": 0.6,
-                    "evidence_kind": "mention",
-                }
-            ]
-            if room and purify
-            else []
-        )
-        return Planned("DEF", "그렇군요. 기억해 둘게요.", candidates=candidates)
+        return Planned("DEF", "그렇군요. 기억해 둘게요.", candidates=_habit(room, purify))
     if _has(text, DOCK_WORDS):
-        return Planned(
-            "ODL",
-            "충전하러 갈게요.",
-            [
-                {
-                    "step_id": "step_dock",
-                    "capability_id": "mobility",
-                    "operation_id": "return_to_dock",
-                    "args": {},
-                    "depends_on": [],
-                }
-            ],
-            "dock",
-        )
+        return _one_step("충전하러 갈게요.", "dock", "step_dock", "mobility.return_to_dock", {})
     if _has(text, VITAL_WORDS) and _has(text, MEASURE_WORDS):
-        return Planned(
-            "ODL",
-            "측정 앱을 시작할게요. 안내에 따라 주세요.",
-            [
-                {
-                    "step_id": "step_vital",
-                    "capability_id": "vital_app",
-                    "operation_id": "start_session",
-                    "args": {"kind": "blood_pressure"},
-                    "depends_on": [],
-                    "consent": True,
-                }
-            ],
-            "vital_check",
-        )
+        text_ = "측정 앱을 시작할게요. 안내에 따라 주세요."
+        args = {"kind": "blood_pressure"}
+        return _one_step(text_, "vital_check", "step_vital", "vital_app.start_session", args, True)
     if _has(text, REST_WORDS):
         return _rest(text, experience_id)
     accepted = suggestion is not None and _has(text, ACCEPT_WORDS) and (room in (None, suggestion))
@@ -258,19 +239,9 @@ def route(
             return Planned("DEF", "어느 방을 청정할까요?")
         return _purify(target, current)
     if room and _has(text, MOVE_WORDS):
-        return Planned(
-            "ODL",
-            f"{room}으로 이동할게요.",
-            [
-                {
-                    "step_id": "step_move",
-                    "capability_id": "mobility",
-                    "operation_id": "move_to_room",
-                    "args": {"room": room},
-                    "depends_on": [],
-                }
-            ],
-            "move",
+        args = {"room": room}
+        return _one_step(
+            f"{room}으로 이동할게요.", "move", "step_move", "mobility.move_to_room", args
         )
     if "안녕" in text:
         return Planned("DEF", "안녕하세요! 무엇을 도와드릴까요?")

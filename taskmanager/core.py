@@ -16,6 +16,13 @@ from typing import Any
 from a2a_common.clock import iso
 from taskmanager.board import Board
 from taskmanager.context import Ctx, Outcome
+from taskmanager.derive import (
+    command_payload,
+    derive_status,
+    end_reason,
+    report_body,
+    step_report,
+)
 from taskmanager.events import (
     Callback,
     Cancel,
@@ -37,21 +44,7 @@ from taskmanager.model import (
     TERMINAL_STEP,
     Step,
     Workflow,
-    WorkflowStatus,
 )
-
-
-def _step_report(wf: Workflow, step: Step) -> dict[str, Any]:
-    event: dict[str, Any] = {
-        "task_id": step.task_id(wf.workflow_id),
-        "step_id": step.step_id,
-        "status": step.status,
-        "reason": step.reason,
-    }
-    if step.evidence:
-        event["evidence"] = step.evidence
-    return event
-
 
 # --- transitions ----------------------------------------------------------------------------
 
@@ -88,7 +81,7 @@ def _fail(wf: Workflow, step: Step, status: str, reason: str | None, ctx: Ctx) -
         wf.decisions_used += 1
         if status in TERMINAL_STEP:
             wf.awaiting_decision = step.step_id
-    ctx.report(wf, _step_report(wf, step), decision=ask, terminal=status in TERMINAL_STEP)
+    ctx.report(wf, step_report(wf, step), decision=ask, terminal=status in TERMINAL_STEP)
     ctx.trace(
         wf,
         "decision_requested" if ask else "failure",
@@ -115,7 +108,7 @@ def _end_step(
     if status in FAILURE_STEP:
         _fail(wf, step, status, reason, ctx)
     elif status in wf.terminal_events:
-        ctx.report(wf, _step_report(wf, step), decision=False, terminal=True)
+        ctx.report(wf, step_report(wf, step), decision=False, terminal=True)
 
 
 def _split(task_id: str) -> tuple[str, str]:
@@ -211,17 +204,6 @@ def _user_timeout(wf: Workflow, ctx: Ctx) -> None:
             step.status, step.reason = "TIMEOUT", "user_timeout"
             step.ack_deadline = step.deadline = step.wait_until = None
             ctx.step_event(wf, step, "TIMEOUT", "user_timeout")
-
-
-def _end_reason(wf: Workflow) -> str | None:
-    """Why the workflow ended, for its event and report: the cancel's or the end's reason,
-    else the failing step's."""
-    if wf.cancel_reason or wf.end_reason:
-        return wf.cancel_reason or wf.end_reason
-    if wf.status != "failed":
-        return None
-    failed = [s for s in wf.steps if s.status in FAILURE_STEP and not s.continued]
-    return (failed[0].reason or failed[0].status.lower()) if failed else None
 
 
 def _on_cancel(board: Board, ev: Cancel, ctx: Ctx) -> None:
@@ -393,44 +375,6 @@ def _start(wf: Workflow, step: Step, ctx: Ctx) -> None:
     ctx.step_event(wf, step, "DISPATCHED")
 
 
-def command_payload(wf: Workflow, step: Step) -> dict[str, Any]:
-    """SPEC §2.1; `task_id` is stable across restarts and re-dispatches, `attempt` grows."""
-    assert step.dispatched_at is not None and step.deadline is not None
-    return {
-        "task_id": step.task_id(wf.workflow_id),
-        "workflow_id": wf.workflow_id,
-        "step_id": step.step_id,
-        "capability_id": step.capability_id,
-        "operation_id": step.operation_id,
-        "args": step.args,
-        "attempt": step.attempt,
-        "issued_at": iso(step.dispatched_at),
-        "ack_deadline": iso(step.dispatched_at + timedelta(seconds=step.ack_timeout_s)),
-        "deadline": iso(step.deadline),
-    }
-
-
-def derive_status(wf: Workflow) -> WorkflowStatus:
-    if all(s.terminal for s in wf.steps) and wf.awaiting_decision is None:
-        if wf.cancel_reason:
-            return "cancelled"
-        if wf.end_reason == "supervisor_complete":
-            return "completed"
-        if any(s.status in FAILURE_STEP and not s.continued for s in wf.steps):
-            return "failed"
-        if any(
-            s.status == "CANCELLED" and s.reason not in ("dependency", "supervisor")
-            for s in wf.steps
-        ):
-            return "cancelled"
-        return "completed"
-    if wf.question is not None or any(s.status == "NEEDS_USER_INPUT" for s in wf.steps):
-        return "waiting_user"
-    if any(s.status != "QUEUED" for s in wf.steps):
-        return "running"
-    return "accepted"
-
-
 def _finish(board: Board, ctx: Ctx) -> list[Workflow]:
     changed = []
     for wf in ctx.touched.values():
@@ -442,7 +386,7 @@ def _finish(board: Board, ctx: Ctx) -> list[Workflow]:
                 "failed": "WORKFLOW_FAILED",
                 "cancelled": "WORKFLOW_CANCELLED",
             }[wf.status]
-            reason = _end_reason(wf)
+            reason = end_reason(wf)
             ctx.wf_event(wf, name, reason)
             pui = {"cancelled_by_pui": True} if wf.cancel_reason == "pui" else None
             ctx.report(
@@ -468,23 +412,6 @@ def _finish(board: Board, ctx: Ctx) -> list[Workflow]:
                 ctx.effects.append(Trace(wf.workflow_id, "finished", {"status": wf.status}))
         changed.append(wf)
     return changed
-
-
-def report_body(wf: Workflow, event: dict[str, Any], decision: bool) -> dict[str, Any]:
-    """SPEC §3.3 without `request_id` and `device_id` (the shell adds them)."""
-    return {
-        "workflow_id": wf.workflow_id,
-        "experience_id": wf.experience_id,
-        "event": {k: v for k, v in event.items() if v is not None},
-        "workflow": {
-            "status": wf.status,
-            "etag": wf.etag,
-            "completed_step_ids": [s.step_id for s in wf.steps if s.status == "COMPLETED"],
-            "decisions_used": wf.decisions_used,
-            "replans_used": wf.replans_used,
-        },
-        "decision_requested": decision,
-    }
 
 
 def decide(board: Board, event: Event, now: datetime) -> Outcome:
