@@ -87,7 +87,7 @@ class TaskManager:
         clock: Clock,
         catalog: Catalog,
         publisher: Publisher,
-        ask_timeout_s: float = 120.0,
+        ask_timeout_s: float = 300.0,
     ) -> None:
         self._db = db
         self._clock = clock
