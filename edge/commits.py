@@ -10,6 +10,11 @@ outermost commit (it hands the committed MQTT outbox rows to the broker).
 
 This is also the one place storage errors are translated: any `sqlite3.Error` leaving a unit of
 work becomes `StorageUnavailable` (raised from it), so callers never catch sqlite3 themselves.
+
+The outermost transaction is `BEGIN IMMEDIATE`: it takes the write lock before it reads, and
+waits in the busy handler while another connection holds it (a RESTART or TRUNCATE checkpoint
+does). A deferred `BEGIN` that has read and then writes cannot wait there (SQLite returns
+SQLITE_BUSY at once to avoid a deadlock): that is a "database is locked" a checkpoint causes.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ class Commits:
     def atomic(self) -> Iterator[None]:
         self._levels.append([])
         try:
-            with self._db.atomic():
+            with self._transaction():
                 yield
         except sqlite3.Error as exc:
             self._levels.pop()  # rolled back: what it registered never happens
@@ -55,6 +60,21 @@ class Commits:
                 fn()
             except Exception:  # the commit stands; one failed effect must not skip the rest
                 log.exception("an effect after a commit failed")
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        conn = self._db.conn
+        if conn.in_transaction:
+            with self._db.atomic():  # a savepoint
+                yield
+            return
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.rollback()  # a no-op when the error already ended the transaction
+            raise
 
     def after_commit(self, fn: Callable[[], object]) -> None:
         if self._levels:
