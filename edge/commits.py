@@ -15,6 +15,9 @@ The outermost transaction is `BEGIN IMMEDIATE`: it takes the write lock before i
 waits in the busy handler while another connection holds it (a RESTART or TRUNCATE checkpoint
 does). A deferred `BEGIN` that has read and then writes cannot wait there (SQLite returns
 SQLITE_BUSY at once to avoid a deadlock): that is a "database is locked" a checkpoint causes.
+`gate` is entered around each outermost transaction: the checkpointer's RESTART goes between
+two units of work instead of waiting for a gap a busy writer never leaves
+(`edge/checkpointer.py`).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 
 import sqlite_utils
 
@@ -33,10 +36,15 @@ log = logging.getLogger(__name__)
 
 class Commits:
     def __init__(
-        self, db: sqlite_utils.Database, *, on_commit: Callable[[], object] = lambda: None
+        self,
+        db: sqlite_utils.Database,
+        *,
+        on_commit: Callable[[], object] = lambda: None,
+        gate: Callable[[], AbstractContextManager[object]] = nullcontext,
     ) -> None:
         self._db = db
         self._on_commit = on_commit
+        self._gate = gate
         self._levels: list[list[Callable[[], object]]] = []
 
     @contextmanager
@@ -68,13 +76,14 @@ class Commits:
             with self._db.atomic():  # a savepoint
                 yield
             return
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.rollback()  # a no-op when the error already ended the transaction
-            raise
+        with self._gate():
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.rollback()  # a no-op when the error already ended the transaction
+                raise
 
     def after_commit(self, fn: Callable[[], object]) -> None:
         if self._levels:

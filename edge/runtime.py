@@ -204,6 +204,7 @@ class Runtime:
             "cloud": "unreachable" if app.cloud.unreachable else "reachable",
             "loop_lag_ms": round(self._loop_lag * 1000, 1),
             "active_workflows": len(app.tm.active_ids()),
+            **app.checkpointer.health(),  # wal_bytes, wal_blocked_s
         }
         with app.unit():
             app.memory.store.set_state("runtime_heartbeat", beat)
@@ -289,7 +290,7 @@ class Runtime:
         cloud = "unreachable" if self._app.cloud.unreachable else "reachable"
         return (
             f"broker {broker}; cloud {cloud}; mqtt outbox {self._app.outbox.pending()};"
-            f" sync outbox {self._app.sync.pending()}"
+            f" sync outbox {self._app.sync.pending()}{self._app.checkpointer.note()}"
         )
 
     # --- channel events (loop thread) -------------------------------------------------------

@@ -14,7 +14,7 @@ from cache.memory import Memory
 from cloud_client.client import CloudClient
 from edge import __version__
 from edge.app import DeviceApp
-from edge.checkpointer import Checkpointer
+from edge.checkpointer import Checkpointer, restart_at
 from edge.commits import Commits
 from edge.config import Secrets, Settings
 from edge.inbox import InboxDedupe
@@ -62,6 +62,17 @@ def cloud_client(
     )
 
 
+def checkpointer(settings: Settings) -> Checkpointer:
+    """The WAL's checkpoints and its bound (SPEC §6)."""
+    storage = settings.storage
+    return Checkpointer(
+        settings.state_db_path,
+        busy_timeout_ms=storage.busy_timeout_ms,
+        max_wal_bytes=storage.max_wal_mb * 2**20,
+        synchronous=storage.synchronous,
+    )
+
+
 def build_app(
     settings: Settings,
     secrets: Secrets,
@@ -76,7 +87,8 @@ def build_app(
     otherwise it is the CLI's while no service runs. `max_backoff_s` caps the replay's backoff
     (a CLI replay backs off less); `transport` replaces the cloud's (tests)."""
     outbox = DurableOutbox(db=db, clock=clock)
-    commits = Commits(db, on_commit=outbox.flush)  # after every commit, what it owes is sent
+    wal = checkpointer(settings)  # its gate puts a RESTART between two units of work
+    commits = Commits(db, on_commit=outbox.flush, gate=wal.gate.writing)
     topics = Topics(settings.mqtt.topic_prefix, settings.device_id)
     memory = Memory(db=db, clock=clock, policy=memory_policy(settings))
     cloud = cloud_client(settings, secrets, transport)
@@ -104,9 +116,7 @@ def build_app(
         sync_outbox=sync_outbox,
         dedupe=InboxDedupe(db=db, clock=clock),
         memory_ops=MemoryOps(memory=memory, sync_outbox=sync_outbox, clock=clock),
-        checkpointer=Checkpointer(
-            settings.state_db_path, busy_timeout_ms=settings.storage.busy_timeout_ms
-        ),
+        checkpointer=wal,
         cloud=cloud,
         replayer=Replayer(
             db=db,
@@ -136,8 +146,10 @@ def build_runtime(
     """Open the state DB (migrating it) and wire the service; raises StorageError."""
     clock = clock or SystemClock()
     db = open_db(settings)
-    # the service's connection never checkpoints inside a COMMIT: its checkpointer does
+    # the service's connection never checkpoints inside a COMMIT: its checkpointer does, and
+    # the first commit after it restarted the log trims the file (SPEC §6: the WAL's bound)
     db.execute("PRAGMA wal_autocheckpoint=0")
+    db.execute(f"PRAGMA journal_size_limit={restart_at(settings.storage.max_wal_mb * 2**20)}")
     app = build_app(settings, secrets, db=db, clock=clock, live=True)
     channel = MqttChannel(
         settings=settings.mqtt,

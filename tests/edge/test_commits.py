@@ -1,11 +1,14 @@
 """The one writer's transactions: effects wait for the outermost commit; a rolled-back part's
-effects never happen; a unit waits for a checkpoint holding the write lock instead of failing."""
+effects never happen; a unit waits for a checkpoint holding the write lock instead of failing;
+the checkpointer's gate."""
 
 from __future__ import annotations
 
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -117,3 +120,20 @@ def test_a_unit_that_reads_first_waits_while_a_checkpoint_holds_the_write_lock(
     assert time.monotonic() - began >= 0.15
     assert rows(db) == [1]
     db.close()
+
+
+def test_the_gate_is_entered_once_around_the_outermost_transaction(
+    db: sqlite_utils.Database,
+) -> None:
+    entered: list[bool] = []
+
+    @contextmanager
+    def gate() -> Iterator[None]:
+        entered.append(db.conn.in_transaction)
+        yield
+        entered.append(db.conn.in_transaction)
+
+    commits = Commits(db, gate=gate)
+    with commits.atomic(), commits.atomic():
+        db.execute("INSERT INTO t VALUES (1)")
+    assert entered == [False, False]  # before BEGIN, after COMMIT
