@@ -34,8 +34,10 @@ checkpoint may copy past it nor restart the log, and the WAL grows while it last
 stalling the writer, nothing bounds that. It is reported (`health()`: `wal_blocked_s`, a
 WARNING once per episode) and the bound is restored as soon as the reader ends.
 
-After a forget, `truncate()` still runs a TRUNCATE on the caller's thread (the loop), waiting
-up to the configured busy timeout for readers, under the lock the thread's checkpoints hold.
+After a forget (`truncate()`), no page of the forgotten text may stay in the WAL: a TRUNCATE
+is owed until one succeeds, retried here (`wal_residue` in `health()`, and the STATUS= line)
+— never on the loop, which a reader would have stalled for the whole busy timeout. Without the
+thread (the CLI when no service runs) `truncate()` does it at once.
 """
 
 from __future__ import annotations
@@ -121,8 +123,7 @@ class Checkpointer:
     ) -> None:
         self._path = path
         self._wal = path.with_name(path.name + "-wal")
-        self._truncate_ms = busy_timeout_ms  # how long a forget's `truncate()` may wait
-        self._busy_ms = BUSY_MS
+        self._busy_ms = busy_timeout_ms  # without the thread: `truncate()` may wait this long
         self._synchronous = synchronous
         self.max_wal_bytes = max_wal_bytes
         self.restart_at = restart_at(max_wal_bytes)
@@ -135,6 +136,7 @@ class Checkpointer:
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._wake = threading.Event()
+        self._wanted = self._truncated = 0  # forgets asked for, forgets whose TRUNCATE is done
         self._retry_at = 0.0
         self._backoff_s = 0.0
         # when the last RESTART was, and the WAL's (size, mtime) right after it
@@ -154,24 +156,25 @@ class Checkpointer:
             self.close()
 
     def start(self) -> None:
+        self._busy_ms = BUSY_MS
         self._thread = threading.Thread(target=self._work, name="wal-checkpointer", daemon=True)
         self._thread.start()
 
     def truncate(self) -> bool:
-        """Copy the whole WAL back and truncate it (after a forget: no page of the forgotten
-        text may linger in the WAL file); True when it did. Under the lock: a TRUNCATE that met
-        a PASSIVE checkpoint mid-run would return busy and leave the WAL in place."""
-        try:
-            busy = self._checkpoint("TRUNCATE", self._truncate_ms)[0]
-        except sqlite3.Error as exc:
-            log.warning("WAL checkpoint after a forget failed: %s", exc)
+        """After a forget: a TRUNCATE is owed. With the thread it is queued there (never
+        blocks the caller; retried until it succeeds) and this returns False; without it (the
+        CLI) it runs now, True when it did."""
+        self._wanted += 1
+        if self._thread is not None:
+            self._wake.set()
             return False
-        if busy:
-            log.warning(
-                "WAL checkpoint after a forget was blocked by a reader; old WAL pages stay until"
-                " they are overwritten or a later forget truncates the WAL"
-            )
-        return not busy
+        if self._settle_residue():
+            return True
+        log.warning(
+            "the WAL could not be truncated after a forget (a reader holds an old snapshot):"
+            " forgotten pages stay in it until a later checkpoint truncates it"
+        )
+        return False
 
     def _written(self) -> None:
         """After each unit of work (loop thread): past `restart_at` the thread is woken at once
@@ -181,6 +184,11 @@ class Checkpointer:
         watching = self._thread is not None and self._blocked_since is None
         if watching and self._wal_size() > self.restart_at:
             self._wake.set()
+
+    @property
+    def residue(self) -> bool:
+        """A forget's pages may still be in the WAL file."""
+        return self._truncated < self._wanted
 
     def blocked_s(self) -> float | None:
         since = self._blocked_since
@@ -192,11 +200,14 @@ class Checkpointer:
         """For the heartbeat (`a2a-edge status`)."""
         return {
             "wal_bytes": self.wal_bytes,
+            "wal_residue": self.residue,
             "wal_blocked_s": self.blocked_s(),
         }
 
     def note(self) -> str:
         """What the STATUS= line should say of the WAL; empty when all is well."""
+        if self.residue:
+            return "; forgotten data still in the WAL, retrying"
         blocked = self.blocked_s()
         if blocked is not None:
             return f"; WAL checkpoint blocked by a reader for {blocked:.0f}s"
@@ -209,6 +220,8 @@ class Checkpointer:
         thread, self._thread = self._thread, None
         if thread is not None and thread is not threading.current_thread():
             thread.join()
+        if self.residue and thread is not None:
+            self._settle_residue()  # a last try; the writer's close removes the WAL anyway
         with self.lock:
             if self._conn is not None:
                 self._conn.close()
@@ -236,7 +249,8 @@ class Checkpointer:
     def _tick(self, now: float, periodic: bool) -> None:
         self.wal_bytes = self._wal_size()
         over = self.wal_bytes > self.restart_at
-        if not (over or periodic):
+        residue = self.residue
+        if not (over or residue or periodic):
             return
         busy, frames, copied = self._checkpoint("PASSIVE")
         self.runs += 1
@@ -245,18 +259,27 @@ class Checkpointer:
         if copied < frames:  # a reader's snapshot pins the log: RESTART could only wait
             self._blocked(now)
             return
-        if not over:
+        if not (over or residue):
             self._unblocked()
             return
         if now < self._retry_at:
             return
-        if self._restarted is not None and self._restarted[1] == self._stamp():
+        if residue:
+            self._settle_residue()
+        elif self._restarted is not None and self._restarted[1] == self._stamp():
             # restarted, no write since: the next one starts the log over and trims the file;
             # if none comes (idle after a burst) the file is trimmed here a second later
             if now - self._restarted[0] >= self._every_s:
                 self._finish("TRUNCATE", now)
         else:
             self._finish("RESTART", now)
+
+    def _settle_residue(self) -> bool:
+        wanted = self._wanted
+        if not self._finish("TRUNCATE", time.monotonic()):
+            return False
+        self._truncated = max(self._truncated, wanted)
+        return True
 
     def _finish(self, mode: Mode, now: float) -> bool:
         """RESTART or TRUNCATE; on busy, back off (50 ms doubling to 1 s) and report."""
@@ -290,10 +313,11 @@ class Checkpointer:
             self._reported = True
             log.warning(
                 "WAL checkpoint blocked for %.0fs by a reader holding an old snapshot: the WAL"
-                " is %.1f MB (bound %.0f MB); it is checkpointed as soon as the reader ends",
+                " is %.1f MB (bound %.0f MB)%s; it is checkpointed as soon as the reader ends",
                 now - self._blocked_since,
                 self.wal_bytes / 1e6,
                 self.max_wal_bytes / 2**20,
+                ", forgotten data still in it" if self.residue else "",
             )
 
     def _unblocked(self) -> None:

@@ -204,7 +204,7 @@ class Runtime:
             "cloud": "unreachable" if app.cloud.unreachable else "reachable",
             "loop_lag_ms": round(self._loop_lag * 1000, 1),
             "active_workflows": len(app.tm.active_ids()),
-            **app.checkpointer.health(),  # wal_bytes, wal_blocked_s
+            **app.checkpointer.health(),  # wal_bytes, wal_residue, wal_blocked_s
         }
         with app.unit():
             app.memory.store.set_state("runtime_heartbeat", beat)

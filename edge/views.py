@@ -66,6 +66,7 @@ def status(settings: Settings) -> dict[str, Any]:
             "wal_bytes": _size(
                 settings.state_db_path.with_name(settings.state_db_path.name + "-wal")
             ),
+            "wal_residue": bool(beat.get("wal_residue", False)),  # a forget's pages, retried
             "wal_blocked_s": beat.get("wal_blocked_s"),  # a reader keeps checkpoints from it
             "device_id": settings.device_id,
             "state_db": str(settings.state_db_path),

@@ -1,9 +1,12 @@
-"""WAL checkpoints in a thread of their own: the bound under a writer in a tight loop, and a
-forget's TRUNCATE while the thread checkpoints — over a real SQLite file."""
+"""WAL checkpoints in a thread of their own: the bound under a writer in a tight loop, a forget's
+TRUNCATE off the caller (and at once without the thread) — over a real SQLite file."""
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from collections.abc import Iterator
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -13,6 +16,7 @@ from a2a_common.sqlite import open_state_db
 from edge.checkpointer import Checkpointer, restart_at
 from edge.commits import Commits
 from edge.schema import MIGRATIONS
+from tests.conftest import eventually
 
 MB = 2**20
 
@@ -63,18 +67,41 @@ def test_a_burst_of_writes_keeps_the_wal_under_its_bound(
     assert db.execute("SELECT count(*) FROM filler").fetchone()[0] == 1500
 
 
-def test_a_forget_truncates_the_wal_while_the_thread_checkpoints(
+def test_a_forget_with_a_reader_open_returns_at_once_and_truncates_when_it_ends(
     db: sqlite_utils.Database, tmp_path: Path
 ) -> None:
     path, wal = tmp_path / "state.db", tmp_path / "state.db-wal"
-    checkpointer = started(path, every_s=0.001, poll_s=0.001)  # PASSIVE all the time
-    commits = Commits(db, gate=checkpointer.gate.writing)
-    results = []
+    commits = Commits(db)
+    write(commits, db, 0)
+    checkpointer = started(path)
+    with closing(sqlite3.connect(path)) as reader:
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM filler").fetchone()  # holds its snapshot
+        write(commits, db, 1)  # the "forget"
+        began = time.monotonic()
+        assert checkpointer.truncate() is False  # queued
+        assert time.monotonic() - began < 0.01
+        assert checkpointer.residue
+        write(commits, db, 2)  # the loop goes on meanwhile
+        eventually(lambda: checkpointer.blocked_s() is not None, 5)
+        assert "forgotten data still in the WAL" in checkpointer.note()
+        assert checkpointer.health()["wal_residue"] is True
+        assert wal.stat().st_size > 0
+        reader.execute("ROLLBACK")
     try:
-        for n in range(100):
-            write(commits, db, n)
-            results.append(checkpointer.truncate())
+        eventually(lambda: not checkpointer.residue, 5)
+        assert wal.stat().st_size == 0
+        assert checkpointer.note() == ""
     finally:
         checkpointer.close()
-    assert all(results)  # under the thread's lock: never busy against its PASSIVE
-    assert wal.stat().st_size == 0
+
+
+def test_without_the_thread_truncate_runs_at_once(
+    db: sqlite_utils.Database, tmp_path: Path
+) -> None:
+    path, wal = tmp_path / "state.db", tmp_path / "state.db-wal"
+    write(Commits(db), db, 0)
+    checkpointer = Checkpointer(path, busy_timeout_ms=1000)
+    assert checkpointer.truncate() is True
+    assert wal.stat().st_size == 0 and not checkpointer.residue
+    checkpointer.close()

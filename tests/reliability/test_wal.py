@@ -1,13 +1,16 @@
 """The WAL through the real process (SPEC §6): bounded under a sustained burst of turns, pinned
-only while a reader holds a snapshot.
+only while a reader holds a snapshot, a forget's TRUNCATE off the loop.
 
 CI runs `A2A_WAL_TURNS` (300) turns per burst; `run_full.sh` runs 4,000.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterable
@@ -17,11 +20,12 @@ from types import TracebackType
 from typing import Any
 
 from sim.probe import MqttProbe
-from tests.conftest import ROOT, RuntimeFactory, eventually
+from tests.conftest import ROOT, RuntimeFactory, StateRows, eventually
 
 TURNS = int(os.environ.get("A2A_WAL_TURNS", "300"))
 MB = 2**20
 BOUND_MB = 1  # storage.max_wal_mb in these tests: the smallest the key takes
+SECRET = "우리 집 현관 비밀번호는 장미꽃 이천이십육이야"
 RESPONSES = f"{ROOT}/turn/response"
 
 
@@ -76,6 +80,11 @@ def answered(probe: MqttProbe, turn_ids: list[str], timeout_s: float) -> dict[st
     return {turn_id: got[turn_id] for turn_id in turn_ids}
 
 
+def heartbeat(state_rows: StateRows) -> dict[str, Any]:
+    rows = state_rows("SELECT value FROM device_state WHERE key = 'runtime_heartbeat'")
+    return json.loads(rows[0][0]) if rows else {}
+
+
 def test_a_burst_of_turns_keeps_the_wal_within_max_wal_mb(
     tmp_path: Path, runtime_factory: RuntimeFactory, probe: MqttProbe
 ) -> None:
@@ -122,3 +131,38 @@ def test_a_reader_holding_a_snapshot_pins_the_wal_only_while_it_holds_it(
     assert statuses == {"ok"}
     assert "WAL checkpoint resumed" in runtime.log()
     assert "database is locked" not in runtime.log()
+
+
+def test_a_forget_with_a_reader_open_stalls_no_turn_and_leaves_no_residue(
+    tmp_path: Path, state_rows: StateRows, runtime_factory: RuntimeFactory, probe: MqttProbe
+) -> None:
+    runtime = runtime_factory()
+    db, wal = files(tmp_path)
+    probe.turn("t-secret", SECRET)
+    probe.turn("t-other", "안녕")
+    pair = state_rows("SELECT pair_id FROM pairs WHERE turn_id = ?", ["t-secret"])[0][0]
+    needle = "장미꽃".encode()
+    with closing(sqlite3.connect(db)) as reader:
+        reader.execute("BEGIN")
+        reader.execute("SELECT count(*) FROM pairs").fetchone()
+        began = time.monotonic()
+        probe.publish(f"{ROOT}/memory/forget", {"request_id": "f-r", "scope": "pair", "id": pair})
+        assert probe.turn("t-after", "고마워")["status"] == "ok"
+        took = time.monotonic() - began
+        probe.wait_for(f"{ROOT}/memory/forget/result", lambda b: b.get("request_id") == "f-r")
+        # `a2a-edge status` shows it (the heartbeat) while the reader holds the TRUNCATE off
+        eventually(lambda: heartbeat(state_rows).get("wal_residue") is True, 10)
+        assert needle in wal.read_bytes() + db.read_bytes()  # the reader keeps it there
+        reader.execute("ROLLBACK")
+    print(f"\na turn right after a forget, a reader open: {took * 1000:.0f} ms")
+    assert took < 1.0, f"the turn after the forget took {took:.1f}s"
+    eventually(lambda: wal.stat().st_size == 0, 10)  # truncated once the reader ended
+    assert needle not in wal.read_bytes() and needle not in db.read_bytes()
+    eventually(lambda: heartbeat(state_rows).get("wal_residue") is False, 10)
+    shown = subprocess.run(
+        [sys.executable, "-m", "edge", "status", "--json", "--config", str(runtime.config)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert json.loads(shown.stdout)["wal_residue"] is False
