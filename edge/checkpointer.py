@@ -38,6 +38,11 @@ After a forget (`truncate()`), no page of the forgotten text may stay in the WAL
 is owed until one succeeds, retried here (`wal_residue` in `health()`, and the STATUS= line)
 — never on the loop, which a reader would have stalled for the whole busy timeout. Without the
 thread (the CLI when no service runs) `truncate()` does it at once.
+
+Each second the thread also checks that the state files are still the ones the service writes
+(`edge/statefiles.py`); when only the WAL was removed it copies the removed WAL's frames (the
+descriptor still reads them) into `state.db` before the service stops, so nothing acknowledged
+is lost.
 """
 
 from __future__ import annotations
@@ -52,13 +57,16 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
+from edge.statefiles import StateFiles
+
 log = logging.getLogger(__name__)
 
-EVERY_S = 1.0  # a PASSIVE checkpoint at least this often
+EVERY_S = 1.0  # a PASSIVE checkpoint and the state files' check at least this often
 POLL_S = 0.05  # the WAL file's size is looked at this often
 BUSY_MS = 20  # how long a RESTART/TRUNCATE here may wait (and so hold the writer)
 MAX_BACKOFF_S = 1.0  # retries of a RESTART/TRUNCATE that came back busy
 REPORT_AFTER_S = 1.0  # a checkpoint kept from finishing this long is a blocked one
+RESCUE_BUSY_MS = 2000  # the copy of a removed WAL before the service stops
 
 GATE_WAIT_S = 1.0  # the longest the checkpointer waits for a unit of work to end
 
@@ -118,6 +126,7 @@ class Checkpointer:
         busy_timeout_ms: int,
         max_wal_bytes: int = 16 * 1024 * 1024,
         synchronous: str = "FULL",
+        files: StateFiles | None = None,
         every_s: float = EVERY_S,
         poll_s: float = POLL_S,
     ) -> None:
@@ -127,6 +136,7 @@ class Checkpointer:
         self._synchronous = synchronous
         self.max_wal_bytes = max_wal_bytes
         self.restart_at = restart_at(max_wal_bytes)
+        self.files = files
         self._every_s = every_s
         self._poll_s = poll_s
         self._conn: sqlite3.Connection | None = None
@@ -143,6 +153,7 @@ class Checkpointer:
         self._restarted: tuple[float, tuple[int, int] | None] | None = None
         self._blocked_since: float | None = None
         self._reported = False
+        self._rescued = False
         self.wal_bytes = 0
         self.runs = self.restarts = self.truncates = 0
 
@@ -157,6 +168,10 @@ class Checkpointer:
 
     def start(self) -> None:
         self._busy_ms = BUSY_MS
+        # the WAL is opened now, while it is the service's: a connection first opened after
+        # `rm state.db-wal` would make a new, empty one and could copy nothing back
+        with self.lock:
+            self._connection().execute("SELECT count(*) FROM sqlite_master").fetchone()
         self._thread = threading.Thread(target=self._work, name="wal-checkpointer", daemon=True)
         self._thread.start()
 
@@ -175,6 +190,10 @@ class Checkpointer:
             " forgotten pages stay in it until a later checkpoint truncates it"
         )
         return False
+
+    def intact(self) -> bool:
+        """The guard of the service's commits: its state files are still the ones it writes."""
+        return self.files is None or self.files.intact()
 
     def _written(self) -> None:
         """After each unit of work (loop thread): past `restart_at` the thread is woken at once
@@ -220,7 +239,9 @@ class Checkpointer:
         thread, self._thread = self._thread, None
         if thread is not None and thread is not threading.current_thread():
             thread.join()
-        if self.residue and thread is not None:
+        if self.files is not None and self.files.wal_removed:
+            self._rescue()
+        elif self.residue and thread is not None:
             self._settle_residue()  # a last try; the writer's close removes the WAL anyway
         with self.lock:
             if self._conn is not None:
@@ -239,6 +260,10 @@ class Checkpointer:
             periodic = now >= next_tick
             if periodic:
                 next_tick = now + self._every_s
+                if self.files is not None and self.files.check() is not None:
+                    if self.files.wal_removed:
+                        self._rescue()
+                    return  # the service stops; no checkpoint into files nobody will read
             try:
                 self._tick(now, periodic)
             except sqlite3.Error as exc:
@@ -329,6 +354,21 @@ class Checkpointer:
                 self._wal_size() / 1e6,
             )
         self._reported = False
+
+    def _rescue(self) -> None:
+        """The WAL was removed: copy every frame its descriptor still holds into state.db."""
+        if self._rescued:
+            return
+        self._rescued = True
+        try:
+            busy, frames, copied = self._checkpoint("FULL", RESCUE_BUSY_MS)
+        except sqlite3.Error as exc:
+            log.error("could not copy the removed WAL back into the DB: %s", exc)
+            return
+        if busy or copied < frames:
+            log.error("only %d of %d frames of the removed WAL reached the DB", copied, frames)
+        else:
+            log.info("the removed WAL's %d frames were copied into the DB", frames)
 
     # --- sqlite -----------------------------------------------------------------------------
     def _connection(self) -> sqlite3.Connection:

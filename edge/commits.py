@@ -18,6 +18,9 @@ SQLITE_BUSY at once to avoid a deadlock): that is a "database is locked" a check
 `gate` is entered around each outermost transaction: the checkpointer's RESTART goes between
 two units of work instead of waiting for a gap a busy writer never leaves
 (`edge/checkpointer.py`).
+`guard` runs after each outermost commit, before its effects: False (the state files are no
+longer the ones written, `edge/statefiles.py`) drops the effects — nothing that commit did is
+acknowledged or sent.
 """
 
 from __future__ import annotations
@@ -41,10 +44,12 @@ class Commits:
         *,
         on_commit: Callable[[], object] = lambda: None,
         gate: Callable[[], AbstractContextManager[object]] = nullcontext,
+        guard: Callable[[], bool] | None = None,
     ) -> None:
         self._db = db
         self._on_commit = on_commit
         self._gate = gate
+        self._guard = guard
         self._levels: list[list[Callable[[], object]]] = []
 
     @contextmanager
@@ -62,6 +67,8 @@ class Commits:
         effects = self._levels.pop()
         if self._levels:
             self._levels[-1].extend(effects)
+            return
+        if self._guard is not None and not self._guard():
             return
         for fn in (*effects, self._on_commit):
             try:

@@ -95,6 +95,9 @@ class Runtime:
         if os.environ.get("A2A_DEBUG_HOOKS") == "1":  # tests: wedge the loop on purpose
             loop.add_signal_handler(signal.SIGUSR2, lambda: time.sleep(DEBUG_BLOCK_S))
         app = self._app
+        files = app.checkpointer.files  # SPEC §6: DB or WAL removed/replaced -> stop, exit 1
+        if files is not None:
+            files.when_lost(lambda _reason: loop.call_soon_threadsafe(self._stop.set))
         recovered = app.recover()
         app.attach(self._channel)
         self._channel.start(
@@ -142,7 +145,7 @@ class Runtime:
         for task in background:
             task.cancel()
         await self._shutdown()
-        return 0
+        return 1 if files is not None and files.lost else 0
 
     def _gc_timer(self, phase: str, info: dict[str, Any]) -> None:
         if phase == "start":

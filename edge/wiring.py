@@ -28,6 +28,7 @@ from edge.publisher import TaskPublisher
 from edge.reports import Reports
 from edge.runtime import Runtime
 from edge.schema import MIGRATIONS
+from edge.statefiles import StateFiles
 from edge.sync_sink import MemorySyncSink
 from edge.topics import Topics
 from edge.work import Work
@@ -62,14 +63,16 @@ def cloud_client(
     )
 
 
-def checkpointer(settings: Settings) -> Checkpointer:
-    """The WAL's checkpoints and its bound (SPEC §6)."""
+def checkpointer(settings: Settings, *, live: bool) -> Checkpointer:
+    """The WAL's checkpoints and bound; a service's also watches that its state files are
+    still the ones it writes (SPEC §6)."""
     storage = settings.storage
     return Checkpointer(
         settings.state_db_path,
         busy_timeout_ms=storage.busy_timeout_ms,
         max_wal_bytes=storage.max_wal_mb * 2**20,
         synchronous=storage.synchronous,
+        files=StateFiles(settings.state_db_path) if live else None,
     )
 
 
@@ -87,8 +90,8 @@ def build_app(
     otherwise it is the CLI's while no service runs. `max_backoff_s` caps the replay's backoff
     (a CLI replay backs off less); `transport` replaces the cloud's (tests)."""
     outbox = DurableOutbox(db=db, clock=clock)
-    wal = checkpointer(settings)  # its gate puts a RESTART between two units of work
-    commits = Commits(db, on_commit=outbox.flush, gate=wal.gate.writing)
+    wal = checkpointer(settings, live=live)  # its gate and its files' check hold each commit
+    commits = Commits(db, on_commit=outbox.flush, gate=wal.gate.writing, guard=wal.intact)
     topics = Topics(settings.mqtt.topic_prefix, settings.device_id)
     memory = Memory(db=db, clock=clock, policy=memory_policy(settings))
     cloud = cloud_client(settings, secrets, transport)

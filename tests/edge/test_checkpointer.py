@@ -1,12 +1,15 @@
-"""WAL checkpoints in a thread of their own: the bound under a writer in a tight loop, a forget's
-TRUNCATE off the caller (and at once without the thread) — over a real SQLite file."""
+"""WAL checkpoints in a thread of their own: the bound, the writer never refused, a forget's
+TRUNCATE off the caller, the state files' check — over a real SQLite file."""
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import closing
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -16,6 +19,7 @@ from a2a_common.sqlite import open_state_db
 from edge.checkpointer import Checkpointer, restart_at
 from edge.commits import Commits
 from edge.schema import MIGRATIONS
+from edge.statefiles import StateFiles
 from tests.conftest import eventually
 
 MB = 2**20
@@ -32,9 +36,11 @@ def db(tmp_path: Path) -> Iterator[sqlite_utils.Database]:
     conn.close()
 
 
-def started(path: Path, *, every_s: float = 1.0, poll_s: float = 0.05) -> Checkpointer:
+def started(
+    path: Path, *, files: StateFiles | None = None, every_s: float = 1.0, poll_s: float = 0.05
+) -> Checkpointer:
     checkpointer = Checkpointer(
-        path, busy_timeout_ms=5000, max_wal_bytes=MB, every_s=every_s, poll_s=poll_s
+        path, busy_timeout_ms=5000, max_wal_bytes=MB, files=files, every_s=every_s, poll_s=poll_s
     )
     checkpointer.start()
     return checkpointer
@@ -105,3 +111,52 @@ def test_without_the_thread_truncate_runs_at_once(
     assert checkpointer.truncate() is True
     assert wal.stat().st_size == 0 and not checkpointer.residue
     checkpointer.close()
+
+
+def test_a_removed_wal_is_noticed_and_its_frames_copied_into_the_db(
+    db: sqlite_utils.Database, tmp_path: Path
+) -> None:
+    path, wal = tmp_path / "state.db", tmp_path / "state.db-wal"
+    files = StateFiles(path)
+    lost: list[str] = []
+    files.when_lost(lost.append)
+    checkpointer = started(path, files=files, every_s=3600.0)  # no periodic copy meanwhile
+    commits = Commits(db, guard=files.intact)
+    effects: list[int] = []
+    for n in range(21):
+        if n == 20:
+            wal.unlink()  # the 21st commit goes into the removed file: its effect must not run
+        with commits.atomic():
+            db.execute("INSERT INTO filler VALUES (?, 'x')", [n])
+            commits.after_commit(partial(effects.append, n))
+    assert effects == list(range(20))
+    assert len(lost) == 1 and "state.db-wal was removed" in lost[0]
+    assert files.check() == lost[0] and files.wal_removed
+    checkpointer.close()  # the service stops: the removed WAL's frames go into state.db
+    # state.db alone, as the next start will find it (a connection on the path now would make
+    # a new WAL under the old shared index; the writer's own close would copy them too)
+    shutil.copyfile(path, tmp_path / "alone.db")
+    with closing(sqlite3.connect(tmp_path / "alone.db")) as alone:
+        assert alone.execute("SELECT count(*) FROM filler").fetchone()[0] == 21
+
+
+def test_a_replaced_db_is_noticed_by_the_checkpointer_thread(
+    db: sqlite_utils.Database, tmp_path: Path
+) -> None:
+    path = tmp_path / "state.db"
+    files = StateFiles(path)
+    lost = threading.Event()
+    files.when_lost(lambda _reason: lost.set())
+    checkpointer = started(path, files=files, every_s=0.05)
+    other = tmp_path / "other.db"
+    with closing(sqlite3.connect(other)) as conn:
+        conn.execute("CREATE TABLE x (y)")
+    other.replace(path)
+    try:
+        assert lost.wait(5)
+        assert "was replaced" in str(files.lost) and not files.wal_removed
+        # the old file's log is out of the way of the next start
+        assert not (tmp_path / "state.db-wal").exists()
+        assert list(tmp_path.glob("state.db-wal.orphaned-*"))
+    finally:
+        checkpointer.close()

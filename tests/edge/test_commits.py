@@ -1,6 +1,6 @@
 """The one writer's transactions: effects wait for the outermost commit; a rolled-back part's
 effects never happen; a unit waits for a checkpoint holding the write lock instead of failing;
-the checkpointer's gate."""
+the gate and the guard."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -137,3 +138,17 @@ def test_the_gate_is_entered_once_around_the_outermost_transaction(
     with commits.atomic(), commits.atomic():
         db.execute("INSERT INTO t VALUES (1)")
     assert entered == [False, False]  # before BEGIN, after COMMIT
+
+
+def test_a_failing_guard_drops_the_effects_of_a_commit(db: sqlite_utils.Database) -> None:
+    intact = [True]
+    ran: list[int] = []
+    commits = Commits(db, on_commit=lambda: ran.append(0), guard=lambda: intact[0])
+    for n in (1, 2):
+        if n == 2:
+            intact[0] = False  # the state files are not the ones written any more
+        with commits.atomic():
+            db.execute("INSERT INTO t VALUES (?)", [n])
+            commits.after_commit(partial(ran.append, n))
+    assert ran == [1, 0]  # the second commit's effect and on_commit never ran
+    assert rows(db) == [1, 2]

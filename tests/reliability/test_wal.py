@@ -1,5 +1,6 @@
 """The WAL through the real process (SPEC §6): bounded under a sustained burst of turns, pinned
-only while a reader holds a snapshot, a forget's TRUNCATE off the loop.
+only while a reader holds a snapshot, a forget's TRUNCATE off the loop, and a WAL removed or a
+DB replaced under the running service (exit 1, nothing acknowledged lost).
 
 CI runs `A2A_WAL_TURNS` (300) turns per burst; `run_full.sh` runs 4,000.
 """
@@ -166,3 +167,63 @@ def test_a_forget_with_a_reader_open_stalls_no_turn_and_leaves_no_residue(
         check=True,
     )
     assert json.loads(shown.stdout)["wal_residue"] is False
+
+
+def test_a_removed_wal_stops_the_service_before_it_acknowledges_what_it_cannot_keep(
+    tmp_path: Path, state_rows: StateRows, runtime_factory: RuntimeFactory, probe: MqttProbe
+) -> None:
+    runtime = runtime_factory()
+    _db, wal = files(tmp_path)
+    before = say(probe, (f"rm-before-{n:03d}" for n in range(30)))
+    answered(probe, before[:10], timeout_s=20)
+    wal.unlink()  # while the rest are being answered
+    removed_at = time.monotonic()
+    after = say(probe, (f"rm-after-{n:03d}" for n in range(30)))
+    assert runtime.proc is not None
+    assert runtime.proc.wait(timeout=15) == 1
+    stopped_in = time.monotonic() - removed_at
+    published = set(responses(probe))
+    log = runtime.log()
+    assert log.count("state.db-wal was removed while the service ran") == 1
+    runtime.start()
+    everything = answered(probe, before + after, timeout_s=60)  # redelivered: never acked
+    kept = {row[0] for row in state_rows("SELECT turn_id FROM pairs")}
+    print(
+        f"\nWAL removed: exit 1 after {stopped_in:.1f}s; {len(published)} turns answered before"
+        f" the stop, all {len(kept)} in the DB after the restart"
+    )
+    assert published <= kept  # nothing acknowledged was lost
+    assert set(before + after) <= kept
+    assert state_rows("SELECT count(*) - count(DISTINCT turn_id) FROM pairs") == [(0,)]
+    assert all(b["status"] in ("ok", "error") for b in everything.values())
+    assert state_rows("PRAGMA integrity_check") == [("ok",)]
+
+
+def test_a_replaced_db_stops_the_service_and_nothing_after_it_is_acknowledged(
+    tmp_path: Path, state_rows: StateRows, runtime_factory: RuntimeFactory, probe: MqttProbe
+) -> None:
+    runtime = runtime_factory()
+    db, _wal = files(tmp_path)
+    before = answered(probe, say(probe, (f"mv-before-{n:03d}" for n in range(10))), 20)
+    copy = tmp_path / "copy.db"
+    source = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    with closing(source), closing(sqlite3.connect(copy)) as dst:
+        source.backup(dst)  # a consistent copy, as an operator restoring one would make
+    os.replace(copy, db)
+    replaced_at = time.monotonic()
+    after = say(probe, (f"mv-after-{n:03d}" for n in range(20)))
+    assert runtime.proc is not None
+    assert runtime.proc.wait(timeout=15) == 1
+    stopped_in = time.monotonic() - replaced_at
+    assert not set(after) & set(responses(probe))  # none answered into the old file
+    assert "state.db was replaced while the service ran" in runtime.log()
+    # the old file's log must not be read as the new file's at the next start
+    assert not (db.parent / "state.db-wal").exists()
+    assert list(db.parent.glob("state.db-wal.orphaned-*"))
+    runtime.start()
+    later = answered(probe, after, timeout_s=60)  # never acknowledged: delivered again
+    assert {b["status"] for b in later.values()} == {"ok"}  # taken in afresh, not "interrupted"
+    kept = {row[0] for row in state_rows("SELECT turn_id FROM pairs")}
+    print(f"\nDB replaced: exit 1 after {stopped_in:.1f}s; the 20 turns after it answered later")
+    assert set(before) | set(after) <= kept
+    assert state_rows("PRAGMA integrity_check") == [("ok",)]
