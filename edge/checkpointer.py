@@ -376,6 +376,7 @@ class Checkpointer:
             self._conn = sqlite3.connect(str(self._path), check_same_thread=False)
             self._conn.execute(f"PRAGMA synchronous={self._synchronous}")
             self._conn.execute("PRAGMA cache_size=-64")  # copying pages back needs no cache
+            self._conn.execute("PRAGMA mmap_size=0")  # an unwritable file: an error, not SIGBUS
             self._timeout = -1
         return self._conn
 
