@@ -11,6 +11,17 @@ outermost commit (it hands the committed MQTT outbox rows to the broker).
 This is also the one place storage errors are translated: a `sqlite3.Error` leaving a unit of
 work becomes `StorageUnavailable` (retry later), `StorageCorrupt` (stop) or `StorageError` (a
 bug), raised from it (`a2a_common.sqlite.storage_error`), so callers never catch sqlite3.
+
+The outermost transaction is `BEGIN IMMEDIATE`: it takes the write lock before it reads, and
+waits in the busy handler while another connection holds it (a RESTART or TRUNCATE checkpoint
+does). A deferred `BEGIN` that has read and then writes cannot wait there (SQLite returns
+SQLITE_BUSY at once to avoid a deadlock): that is a "database is locked" a checkpoint causes.
+`gate` is entered around each outermost transaction: the checkpointer's RESTART goes between
+two units of work instead of waiting for a gap a busy writer never leaves
+(`edge/checkpointer.py`).
+`guard` runs after each outermost commit, before its effects: False (the state files are no
+longer the ones written, `edge/statefiles.py`) drops the effects — nothing that commit did is
+acknowledged or sent.
 """
 
 from __future__ import annotations
@@ -18,7 +29,7 @@ from __future__ import annotations
 import logging
 import sqlite3
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 
 import sqlite_utils
 
@@ -29,17 +40,24 @@ log = logging.getLogger(__name__)
 
 class Commits:
     def __init__(
-        self, db: sqlite_utils.Database, *, on_commit: Callable[[], object] = lambda: None
+        self,
+        db: sqlite_utils.Database,
+        *,
+        on_commit: Callable[[], object] = lambda: None,
+        gate: Callable[[], AbstractContextManager[object]] = nullcontext,
+        guard: Callable[[], bool] | None = None,
     ) -> None:
         self._db = db
         self._on_commit = on_commit
+        self._gate = gate
+        self._guard = guard
         self._levels: list[list[Callable[[], object]]] = []
 
     @contextmanager
     def atomic(self) -> Iterator[None]:
         self._levels.append([])
         try:
-            with self._db.atomic():
+            with self._transaction():
                 yield
         except sqlite3.Error as exc:
             self._levels.pop()  # rolled back: what it registered never happens
@@ -51,11 +69,29 @@ class Commits:
         if self._levels:
             self._levels[-1].extend(effects)
             return
+        if self._guard is not None and not self._guard():
+            return
         for fn in (*effects, self._on_commit):
             try:
                 fn()
             except Exception:  # the commit stands; one failed effect must not skip the rest
                 log.exception("an effect after a commit failed")
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        conn = self._db.conn
+        if conn.in_transaction:
+            with self._db.atomic():  # a savepoint
+                yield
+            return
+        with self._gate():
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.rollback()  # a no-op when the error already ended the transaction
+                raise
 
     def after_commit(self, fn: Callable[[], object]) -> None:
         if self._levels:

@@ -171,6 +171,7 @@ class StorageSettings(_Section):
     synchronous: Literal["NORMAL", "FULL", "EXTRA"] = "FULL"
     busy_timeout_ms: int = Field(5000, ge=0, le=600000)
     max_size_kb: int = Field(0, ge=0)  # 0: no cap; else the DB refuses to grow past it
+    max_wal_mb: int = Field(16, ge=1, le=65536)  # the WAL file's bound (edge/checkpointer.py)
 
 
 class LogSettings(_Section):

@@ -122,6 +122,10 @@ class Runtime:
         if self._debug:  # tests: wedge the loop on purpose
             loop.add_signal_handler(signal.SIGUSR2, lambda: time.sleep(DEBUG_BLOCK_S))
         app = self._app
+        files = app.checkpointer.files  # SPEC §6: DB or WAL removed/replaced -> stop, exit 1
+        if files is not None:
+            lost = partial(self._fatal, logged=True)  # statefiles logged why
+            files.when_lost(lambda reason: loop.call_soon_threadsafe(lost, reason))
         recovered = app.recover()
         app.attach(self._channel)
         self._channel.start(
@@ -242,6 +246,7 @@ class Runtime:
             "active_workflows": len(app.tm.active_ids()),
             "health": "degraded" if self._problems() else "ok",
             "problems": self._problems(),
+            **app.checkpointer.health(),  # wal_bytes, wal_residue, wal_blocked_s
         }
         try:
             with app.unit():
@@ -334,7 +339,7 @@ class Runtime:
         cloud = "unreachable" if self._app.cloud.unreachable else "reachable"
         line = (
             f"broker {broker}; cloud {cloud}; mqtt outbox {self._app.outbox.pending()};"
-            f" sync outbox {self._app.sync.pending()}"
+            f" sync outbox {self._app.sync.pending()}{self._app.checkpointer.note()}"
         )
         problems = self._problems()
         return f"degraded: {'; '.join(problems)}; {line}" if problems else line
@@ -364,10 +369,10 @@ class Runtime:
         self._last_broker_error = reason
         self._broker_up = False
 
-    def _fatal(self, reason: str) -> None:
+    def _fatal(self, reason: str, *, logged: bool = False) -> None:
         """Stop with exit 1 (systemd restarts; the start-up check decides what next) without
         acknowledging what may not be on disk."""
-        if self._exit_code == 0:
+        if self._exit_code == 0 and not logged:
             log.error("stopping: %s", reason)
         self._exit_code = 1
         self._intake.stop()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import sqlite_utils
@@ -32,6 +33,13 @@ def readonly_db(settings: Settings) -> Iterator[sqlite_utils.Database]:
         yield db
     finally:
         db.close()
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
 
 
 def status(settings: Settings) -> dict[str, Any]:
@@ -59,6 +67,11 @@ def status(settings: Settings) -> dict[str, Any]:
             "loop_lag_ms": beat.get("loop_lag_ms"),
             "active_workflows": WorkflowStore(db=db).active_count(),
             "db_bytes": db_bytes,
+            "wal_bytes": _size(
+                settings.state_db_path.with_name(settings.state_db_path.name + "-wal")
+            ),
+            "wal_residue": bool(beat.get("wal_residue", False)),  # a forget's pages, retried
+            "wal_blocked_s": beat.get("wal_blocked_s"),  # a reader keeps checkpoints from it
             "device_id": settings.device_id,
             "state_db": str(settings.state_db_path),
             "schema_version": schema_version(db),

@@ -16,7 +16,7 @@ from cloud_client.client import CloudClient
 from edge import __version__
 from edge.app import DeviceApp
 from edge.app_turns import TurnInputs
-from edge.checkpointer import Checkpointer
+from edge.checkpointer import Checkpointer, restart_at
 from edge.commits import Commits
 from edge.config import Secrets, Settings
 from edge.inbox import InboxDeadLetters, InboxDedupe
@@ -30,6 +30,7 @@ from edge.publisher import TaskPublisher
 from edge.reports import Reports
 from edge.runtime import Runtime
 from edge.schema import MIGRATIONS
+from edge.statefiles import StateFiles
 from edge.sync_sink import MemorySyncSink
 from edge.topics import Topics
 from edge.work import Work
@@ -68,6 +69,19 @@ def cloud_client(
     )
 
 
+def checkpointer(settings: Settings, *, live: bool) -> Checkpointer:
+    """The WAL's checkpoints and bound; a service's also watches that its state files are
+    still the ones it writes (SPEC §6)."""
+    storage = settings.storage
+    return Checkpointer(
+        settings.state_db_path,
+        busy_timeout_ms=storage.busy_timeout_ms,
+        max_wal_bytes=storage.max_wal_mb * 2**20,
+        synchronous=storage.synchronous,
+        files=StateFiles(settings.state_db_path) if live else None,
+    )
+
+
 def build_app(
     settings: Settings,
     secrets: Secrets,
@@ -82,7 +96,8 @@ def build_app(
     otherwise it is the CLI's while no service runs. `max_backoff_s` caps the replay's backoff
     (a CLI replay backs off less); `transport` replaces the cloud's (tests)."""
     outbox = DurableOutbox(db=db, clock=clock)
-    commits = Commits(db, on_commit=outbox.flush)  # after every commit, what it owes is sent
+    wal = checkpointer(settings, live=live)  # its gate and its files' check hold each commit
+    commits = Commits(db, on_commit=outbox.flush, gate=wal.gate.writing, guard=wal.intact)
     topics = Topics(settings.mqtt.topic_prefix, settings.device_id)
     memory = Memory(db=db, clock=clock, policy=memory_policy(settings))
     cloud = cloud_client(settings, secrets, transport)
@@ -123,9 +138,7 @@ def build_app(
         publisher=publisher,
         dead_letters=InboxDeadLetters(db=db, clock=clock, keep=settings.mqtt.dead_letters_keep),
         memory_ops=MemoryOps(memory=memory, sync_outbox=sync_outbox, clock=clock),
-        checkpointer=Checkpointer(
-            settings.state_db_path, busy_timeout_ms=settings.storage.busy_timeout_ms
-        ),
+        checkpointer=wal,
         reports=reports,
     )
 
@@ -165,8 +178,10 @@ def build_runtime(
     """Open the state DB (migrating it) and wire the service; raises StorageError."""
     clock = clock or SystemClock()
     db = open_db(settings, clock)
-    # the service's connection never checkpoints inside a COMMIT: its checkpointer does
+    # the service's connection never checkpoints inside a COMMIT: its checkpointer does, and
+    # the first commit after it restarted the log trims the file (SPEC §6: the WAL's bound)
     db.execute("PRAGMA wal_autocheckpoint=0")
+    db.execute(f"PRAGMA journal_size_limit={restart_at(settings.storage.max_wal_mb * 2**20)}")
     app = build_app(settings, secrets, db=db, clock=clock, live=True)
     channel = MqttChannel(
         settings=settings.mqtt,

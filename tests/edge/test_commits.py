@@ -1,14 +1,23 @@
 """The one writer's transactions: effects wait for the outermost commit; a rolled-back part's
-effects never happen."""
+effects never happen; a unit waits for a checkpoint holding the write lock instead of failing;
+the gate and the guard."""
 
 from __future__ import annotations
 
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 
 import pytest
 import sqlite_utils
 
+from a2a_common.sqlite import StorageUnavailable, open_state_db
 from edge.commits import Commits
+from edge.schema import MIGRATIONS
 
 
 @pytest.fixture
@@ -84,3 +93,62 @@ def test_a_failing_effect_does_not_skip_the_others(db: sqlite_utils.Database) ->
         commits.after_commit(boom)
         commits.after_commit(lambda: ran.append("acked"))
     assert ran == ["acked"]
+
+
+def test_a_unit_that_reads_first_waits_while_a_checkpoint_holds_the_write_lock(
+    tmp_path: Path,
+) -> None:
+    """A RESTART/TRUNCATE checkpoint holds the writer's lock while it runs. A unit whose
+    deferred BEGIN had read before it wrote got "database is locked" at once (SQLite does not
+    wait there: it could deadlock); BEGIN IMMEDIATE waits in the busy handler instead."""
+    path = tmp_path / "state.db"
+    db = open_state_db(path, MIGRATIONS, busy_timeout_ms=5000)
+    db.execute("CREATE TABLE t (x INTEGER)")
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")  # the write lock, as a checkpoint takes it
+    release = threading.Timer(0.2, holder.execute, ["COMMIT"])
+    release.start()
+    began = time.monotonic()
+    try:
+        with Commits(db).atomic():
+            db.execute("SELECT count(*) FROM t").fetchone()
+            db.execute("INSERT INTO t VALUES (1)")  # StorageUnavailable with a deferred BEGIN
+    except StorageUnavailable:
+        pytest.fail("the unit was refused instead of waiting for the lock")
+    finally:
+        release.join()
+        holder.close()
+    assert time.monotonic() - began >= 0.15
+    assert rows(db) == [1]
+    db.close()
+
+
+def test_the_gate_is_entered_once_around_the_outermost_transaction(
+    db: sqlite_utils.Database,
+) -> None:
+    entered: list[bool] = []
+
+    @contextmanager
+    def gate() -> Iterator[None]:
+        entered.append(db.conn.in_transaction)
+        yield
+        entered.append(db.conn.in_transaction)
+
+    commits = Commits(db, gate=gate)
+    with commits.atomic(), commits.atomic():
+        db.execute("INSERT INTO t VALUES (1)")
+    assert entered == [False, False]  # before BEGIN, after COMMIT
+
+
+def test_a_failing_guard_drops_the_effects_of_a_commit(db: sqlite_utils.Database) -> None:
+    intact = [True]
+    ran: list[int] = []
+    commits = Commits(db, on_commit=lambda: ran.append(0), guard=lambda: intact[0])
+    for n in (1, 2):
+        if n == 2:
+            intact[0] = False  # the state files are not the ones written any more
+        with commits.atomic():
+            db.execute("INSERT INTO t VALUES (?)", [n])
+            commits.after_commit(partial(ran.append, n))
+    assert ran == [1, 0]  # the second commit's effect and on_commit never ran
+    assert rows(db) == [1, 2]
