@@ -17,6 +17,7 @@ import os
 import signal
 import time
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
