@@ -122,13 +122,13 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
 def fill(directory: Path) -> Path:
     """Take every free byte of the filesystem; returns the filler to delete."""
     filler = directory / "filler"
-    with filler.open("wb") as out:
-        try:
-            while True:
-                out.write(b"\0" * 65536)
-                out.flush()
-        except OSError:
-            pass
+    with filler.open("wb", buffering=0) as out:
+        for chunk in (65536, 4096, 512, 1):
+            try:
+                while True:
+                    out.write(b"\0" * chunk)
+            except OSError:
+                pass
     return filler
 
 
@@ -140,11 +140,13 @@ def test_a_real_full_disk_holds_turns_and_answers_them_when_space_returns(
     probe: MqttProbe,
 ) -> None:
     """Before: after space was freed, 0 of 30 turns were answered until a restart."""
-    runtime = runtime_factory(env={"WATCHDOG_USEC": "1000000"})
+    # a small WAL bound: the log's file is trimmed to it, so 30 long turns must grow it
+    runtime = runtime_factory(env={"WATCHDOG_USEC": "1000000"}, storage={"max_wal_mb": 1})
     assert probe.turn("before", "안녕")["status"] == "ok"
     filler = fill(small_disk)
     for n in range(30):
-        probe.publish(f"{ROOT}/turn/request", {"turn_id": f"full-{n}", "recognized_text": "안녕"})
+        turn = {"turn_id": f"full-{n}", "recognized_text": "가" * 4000}
+        probe.publish(f"{ROOT}/turn/request", turn)
     eventually(lambda: errors(probe, "storage_unavailable"), 15)
     assert eventually(lambda: _said_degraded(runtime), 15)
     filler.unlink()  # space returns: no restart, no reconnect
