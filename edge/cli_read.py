@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -71,15 +72,28 @@ def cmd_workflows_list(args: argparse.Namespace) -> int:
     from edge import views
 
     rows = views.workflows_list(settings_of(args), args.limit)
-    if args.json:
-        print_value(rows, True)
-        return 0
-    print(f"{'workflow':<28} {'status':<12} {'etag':>4}  {'source':<8} {'created':<24} reason")
-    for row in rows:
-        print(
+    header = f"{'workflow':<28} {'status':<12} {'etag':>4}  {'source':<8} {'created':<24} reason"
+    return print_rows(
+        rows,
+        args.json,
+        header,
+        lambda row: (
             f"{row['workflow_id']:<28} {row['status']:<12} {row['etag']:>4}  "
             f"{row['source']:<8} {row['created_at']:<24} {row['reason'] or ''}"
-        )
+        ),
+    )
+
+
+def print_rows(
+    rows: list[dict[str, Any]], as_json: bool, header: str, line: Callable[[dict[str, Any]], str]
+) -> int:
+    """A listing: JSON with `--json`, else a header and one line a row."""
+    if as_json:
+        print_value(rows, True)
+        return 0
+    print(header)
+    for row in rows:
+        print(line(row))
     return 0
 
 
@@ -128,16 +142,16 @@ def cmd_inbox_dead(args: argparse.Namespace) -> int:
     from edge import views
 
     rows = views.inbox_dead(settings_of(args), args.limit)
-    if args.json:
-        print_value(rows, True)
-        return 0
-    print(f"{'id':>6}  {'received':<26} {'bytes':>6}  {'topic':<40} error")
-    for row in rows:
-        print(
+    header = f"{'id':>6}  {'received':<26} {'bytes':>6}  {'topic':<40} error"
+    return print_rows(
+        rows,
+        args.json,
+        header,
+        lambda row: (
             f"{row['id']:>6}  {row['received_at']:<26} {row['bytes']:>6}  {row['topic']:<40}"
             f" {row['error']}"
-        )
-    return 0
+        ),
+    )
 
 
 def cmd_sync_status(args: argparse.Namespace) -> int:
