@@ -230,11 +230,14 @@ class DeviceApp:
             self.dedupe.answered(key, answer)
         log.info("PUI cancel %s: %s %s", msg.event_id, status, ended)
 
-    def take_workflow(self, msg: WorkflowRequestMsg, _arrival: Arrival) -> None:
+    def take_workflow(self, msg: WorkflowRequestMsg, arrival: Arrival) -> None:
         with self.unit() as result:
             result.merge(self.tm.submit(msg.model_dump(mode="json"), source="push"))
         for workflow_id, reason in result.rejected:
             log.warning("pushed workflow %s rejected: %s", workflow_id, reason)
+        if any(ignored.reason == "duplicate" for ignored in result.ignored):
+            refusal = Refusal("duplicate_workflow_id", f"{msg.workflow_id} was accepted before")
+            self.refuse(arrival.topic, refusal, ref={"workflow_id": msg.workflow_id})
 
     def take_device_context(self, msg: DeviceContextMsg, _arrival: Arrival) -> None:
         context = msg.model_dump(mode="json", exclude_none=True)

@@ -10,6 +10,7 @@ import asyncio
 import hashlib
 import logging
 from collections.abc import Callable
+from datetime import datetime
 from functools import partial
 from typing import Any, TypeVar
 
@@ -35,6 +36,7 @@ from edge.turns import (
     OFFLINE_TEXT,
     Received,
     response_body,
+    staleness,
     turn_request,
     update_input_of,
 )
@@ -98,6 +100,12 @@ class TurnInputs:
         if seen is not None:
             self._again(msg.turn_id, seen.fingerprint in (None, words), seen.answer)
             return
+        expires = arrival.expires_at
+        stale = self._stale(msg.spoken_at, arrival.received_at, expires)
+        if stale is not None:
+            log.warning("turn %s refused: stale (%s)", msg.turn_id, stale)
+            self.reject(msg.turn_id, Refusal("stale", stale))
+            return
         with self.unit():
             pair_id, session_id = self.memory.record_utterance(
                 turn_id=msg.turn_id, requested_session=msg.session_id, text=msg.recognized_text
@@ -106,7 +114,16 @@ class TurnInputs:
         log.info("turn %s recorded in %s", msg.turn_id, session_id)
         context = {**self.device_context, **(msg.device_context or {})}
         watch.lap("record")
-        turn = Received(msg.turn_id, pair_id, session_id, msg.recognized_text, context, watch)
+        turn = Received(
+            msg.turn_id,
+            pair_id,
+            session_id,
+            msg.recognized_text,
+            context,
+            watch,
+            msg.spoken_at,
+            expires,
+        )
         self.after_commit(partial(self._start_answer, turn))
 
     def _again(self, turn_id: str, same_words: bool, answer: dict[str, Any] | None) -> None:
@@ -119,6 +136,17 @@ class TurnInputs:
                 self.outbox.enqueue(self.topics.turn_response, answer)
         else:  # still waiting on the cloud (its answer is on the way), or forgotten since
             log.info("turn %s is a redelivery; already taken in", turn_id)
+
+    def _stale(
+        self, spoken_at: datetime | None, received_at: float, expires_at: float | None
+    ) -> str | None:
+        return staleness(
+            now=self.clock.now(),
+            spoken_at=spoken_at,
+            received_at=received_at,
+            expires_at=expires_at,
+            max_age_s=self.settings.mqtt.turn_max_age_s,
+        )
 
     def reject(self, turn_id: str, refusal: Refusal) -> None:
         """`P/turn/response` `rejected` (or `error` when the runtime failed on it) for a turn
@@ -137,6 +165,14 @@ class TurnInputs:
     async def answer(self, turn: Received) -> None:
         """Ask the planner (one turn at a time) and close the turn with what it said."""
         async with self._turn_lock:
+            stale = self._stale(turn.spoken_at, turn.watch.started, turn.expires_at)
+            if stale is not None:  # it waited behind other turns until it was too old
+                log.warning("turn %s not asked: stale (%s)", turn.turn_id, stale)
+                close = partial(
+                    self.close_unanswered, turn.turn_id, turn.pair_id, "rejected", "stale"
+                )
+                await self._retrying(turn, close)
+                return
             try:
                 answer = await self._ask(turn)
                 status = await self._retrying(turn, partial(self.close_turn, turn, answer))
@@ -281,7 +317,7 @@ class TurnInputs:
 
     def close_unanswered(self, turn_id: str, pair_id: str, status: str, reason: str) -> None:
         """Answer `offline`/`error`; the utterance stays recorded as a pair without reply."""
-        text = OFFLINE_TEXT if status == "offline" else ERROR_TEXT
+        text = {"offline": OFFLINE_TEXT, "rejected": ""}.get(status, ERROR_TEXT)
         with self.unit():
             self.sync.enqueue(self.memory.close_unanswered(pair_id, status))
             self._respond(response_body(turn_id, status, text, error=reason))

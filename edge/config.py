@@ -52,6 +52,7 @@ class MqttSettings(_Section):
     dedupe_keep_days: int = Field(7, ge=1, le=3650)
     dead_letters_keep: int = Field(1000, ge=1, le=1_000_000)  # inbound dead letters (SPEC 2.4)
     dead_letters_keep_days: int = Field(7, ge=1, le=3650)
+    turn_max_age_s: float = Field(30.0, gt=0, le=3600)  # older turns: rejected `stale`
 
     @field_validator("protocol", mode="before")
     @classmethod

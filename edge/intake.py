@@ -73,7 +73,7 @@ class Intake:
         taken: list[Inbound] = []
         held_before = len(self._held)
         try:
-            with app.unit():
+            with app.work.savepoint():
                 for msg in messages:
                     if not self.accepting:
                         break  # stopping: what is left stays unacked for the next run
@@ -107,10 +107,11 @@ class Intake:
             refusal = Refusal("unknown_topic", "topic is not an inbound topic of this device")
             app.refuse(msg.topic, refusal, payload=msg.payload)
             return True
-        arrival = Arrival(msg.topic, msg.received_at)
+        expires = None if msg.expiry_s is None else msg.received_at + msg.expiry_s
+        arrival = Arrival(msg.topic, msg.received_at, expires)
         max_bytes = self._max_bytes
         try:
-            with app.unit():
+            with app.work.savepoint():
                 refused = route.take(msg.payload, arrival, max_bytes)
                 if self._debug and DEBUG_RAISE in msg.payload:
                     raise RuntimeError("debug hook: a handler fails")

@@ -64,6 +64,7 @@ class Inbound:
     retained: bool
     received_at: float = field(default_factory=time.perf_counter)  # paho thread, on arrival
     held: bool = False  # the DB could not take it; already refused once as storage_unavailable
+    expiry_s: float | None = None  # MQTT 5 message-expiry interval left when it arrived
 
     def as_held(self) -> Inbound:
         return replace(self, held=True)
@@ -173,6 +174,7 @@ class MqttChannel:
             mid=msg.mid,
             generation=self._generation,
             retained=bool(msg.retain),
+            expiry_s=getattr(getattr(msg, "properties", None), "MessageExpiryInterval", None),
         )
         self._inbound.append(item)  # a deque is thread-safe
         if not self._wake_scheduled and self._arrived is not None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar
 
 from pydantic import (
@@ -21,6 +22,7 @@ from pydantic import (
     StrictInt,
     StrictStr,
     ValidationError,
+    field_validator,
     model_validator,
 )
 
@@ -36,6 +38,22 @@ class TurnRequestMsg(_Inbound):
     recognized_text: StrictStr = Field(min_length=1, max_length=4000)
     session_id: StrictStr | None = Field(None, min_length=1, max_length=128)
     device_context: dict[str, Any] | None = None
+    spoken_at: datetime | None = None  # ISO-8601 with a zone: when the user spoke (SPEC 2)
+
+    @field_validator("spoken_at", mode="before")
+    @classmethod
+    def _an_instant(cls, value: Any) -> Any:
+        if value is None:
+            return None
+        if not isinstance(value, str) or len(value) > 64:
+            raise ValueError("spoken_at must be an ISO-8601 string")
+        try:
+            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError as exc:
+            raise ValueError("spoken_at must be an ISO-8601 instant") from exc
+        if parsed.tzinfo is None:
+            raise ValueError("spoken_at must carry a zone (e.g. Z)")
+        return parsed.astimezone(UTC)
 
 
 class DeviceContextMsg(BaseModel):
@@ -48,7 +66,7 @@ class TaskCallbackMsg(_Inbound):
     """SPEC §2.2; `status` is one of the TaskManager's callback statuses."""
 
     task_id: StrictStr = Field(min_length=3, max_length=200, pattern=r"^[^:]+:[^:]+$")
-    seq: int = Field(ge=0, le=2**53)
+    seq: StrictInt = Field(ge=1, lt=2**31)  # SPEC 2.2: a JSON integer in [1, 2^31)
     status: CallbackStatus
     progress: float | None = Field(None, ge=0, le=100)
     reason: StrictStr | None = Field(None, max_length=200)
@@ -93,6 +111,7 @@ class Arrival:
 
     topic: str
     received_at: float  # perf_counter on paho's thread, when the message arrived
+    expires_at: float | None = None  # perf_counter instant of the sender's MQTT 5 expiry
 
 
 @dataclass(frozen=True)

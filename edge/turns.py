@@ -4,7 +4,9 @@ cache's update input."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from a2a_common.clock import Clock
@@ -28,6 +30,30 @@ class Received:
     text: str
     device_context: dict[str, Any]
     watch: Stopwatch  # laps: take_in, record, queue, snapshot, encode, cloud, decode, apply
+    spoken_at: datetime | None = None  # when the user spoke, as the front-end said
+    expires_at: float | None = None  # perf_counter: the sender's MQTT 5 expiry
+
+
+def staleness(
+    *,
+    now: datetime,
+    spoken_at: datetime | None,
+    received_at: float,
+    expires_at: float | None,
+    max_age_s: float,
+) -> str | None:
+    """Why a turn is too old to act on (SPEC §2, `mqtt.turn_max_age_s`), or None: a robot must
+    not start driving because of something said half a minute ago. Counted from `spoken_at`
+    when the front-end (on the same robot and clock) gave it, else from arrival; an MQTT 5
+    expiry the sender set counts too."""
+    waited = time.perf_counter() - received_at
+    if expires_at is not None and time.perf_counter() >= expires_at:
+        return f"its MQTT message expired {time.perf_counter() - expires_at:.1f}s ago"
+    if spoken_at is not None:
+        waited = (now - spoken_at).total_seconds()
+    if waited > max_age_s:
+        return f"spoken {waited:.1f}s ago, more than turn_max_age_s {max_age_s:g}"
+    return None
 
 
 def turn_request(turn: Received, memory: Memory, *, device_id: str, clock: Clock) -> TurnRequest:

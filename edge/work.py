@@ -53,6 +53,17 @@ class Work:
             self.tm.reload()
             raise
 
+    @contextmanager
+    def savepoint(self) -> Iterator[None]:
+        """A transaction (or savepoint) around units of work — a group commit, or one inbound
+        message — that settles nothing itself; on failure the board is read again."""
+        try:
+            with self.commits.atomic():
+                yield
+        except BaseException:
+            self.tm.reload()
+            raise
+
     def after_commit(self, fn: Callable[[], object]) -> None:
         self.commits.after_commit(fn)
 

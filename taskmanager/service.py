@@ -164,7 +164,7 @@ class TaskManager:
         now = self._clock.now()
         if isinstance(checked, Rejected):
             wf_id = checked.workflow_id
-            if wf_id and not self.store.exists(wf_id):
+            if wf_id and not self.store.exists(wf_id):  # a rejected id stays free (SPEC 4.3)
                 with self._db.atomic():
                     self.store.save_rejected(
                         wf_id, checked.reason, raw, source, turn.turn_id if turn else None, now
@@ -189,7 +189,7 @@ class TaskManager:
                     )
             log.warning("workflow %s rejected: %s", wf_id, checked.reason)
             return Result(rejected=[(wf_id, checked.reason)])
-        if self.store.exists(checked.workflow_id):
+        if self.store.accepted(checked.workflow_id):  # only accepted workflows reserve an id
             return Result(ignored=[Ignored("duplicate", f"{checked.workflow_id} already known")])
         if turn is not None:
             checked.turn_id, checked.pair_id, checked.session_id = (

@@ -159,3 +159,22 @@ def eventually(condition: Callable[[], Any], timeout_s: float = 10.0) -> Any:
         if time.monotonic() > deadline:
             raise AssertionError(f"condition not met within {timeout_s}s")
         time.sleep(0.02)
+
+
+def refusal(probe: MqttProbe, error: str, **ref: Any) -> Any:
+    """The first `P/runtime/error` with this word whose `ref` holds these ids."""
+
+    def match(body: Any) -> bool:
+        held = body.get("ref", {})
+        return bool(body.get("error") == error and all(held.get(k) == v for k, v in ref.items()))
+
+    return probe.wait_for(f"{ROOT}/runtime/error", match)
+
+
+def workflow_event(probe: MqttProbe, workflow_id: str, status: str, timeout_s: float = 10) -> Any:
+    """The first `P/workflow/event` of this workflow with this status."""
+    return probe.wait_for(
+        f"{ROOT}/workflow/event",
+        lambda b: b["workflow_id"] == workflow_id and b["status"] == status,
+        timeout_s,
+    )

@@ -13,7 +13,7 @@ from typing import Any
 from sim.cloud import SimCloud
 from sim.devices import Behavior, DeviceAgents
 from sim.probe import MqttProbe
-from tests.conftest import ROOT, RuntimeFactory, eventually
+from tests.conftest import ROOT, RuntimeFactory, eventually, refusal, workflow_event
 from tests.taskmanager.helpers import MOVE_PURIFY
 
 TURN_REQ, TURN_RESP = f"{ROOT}/turn/request", f"{ROOT}/turn/response"
@@ -23,22 +23,6 @@ PUI, PUI_RESULT = f"{ROOT}/pui/event", f"{ROOT}/pui/result"
 
 def answers(probe: MqttProbe, turn_id: str) -> list[Any]:
     return [b for b in probe.messages(TURN_RESP) if b.get("turn_id") == turn_id]
-
-
-def refusal(probe: MqttProbe, error: str, **ref: Any) -> Any:
-    """The first refusal with this word whose `ref` holds these ids."""
-    return probe.wait_for(
-        ERRORS,
-        lambda b: (
-            b.get("error") == error and all(b.get("ref", {}).get(k) == v for k, v in ref.items())
-        ),
-    )
-
-
-def event(probe: MqttProbe, workflow_id: str, status: str, timeout_s: float = 10) -> Any:
-    return probe.wait_for(
-        EVENTS, lambda b: b["workflow_id"] == workflow_id and b["status"] == status, timeout_s
-    )
 
 
 def push(probe: MqttProbe, workflow_id: str, **changes: Any) -> None:
@@ -143,13 +127,13 @@ def test_outcomes_say_why(
     runtime = runtime_factory(taskmanager={"ask_timeout_s": 1.0, "events_deadline_s": 0.3})
     devices.behaviors["mobility.move_to_room"] = Behavior("needs_input", reason="door_closed")
     push(probe, "wf-ask")
-    failed = event(probe, "wf-ask", "WORKFLOW_FAILED", 15)
+    failed = workflow_event(probe, "wf-ask", "WORKFLOW_FAILED", 15)
     assert failed["reason"] == "user_timeout"
     devices.wait_for(lambda d: any(c["task_id"] == "wf-ask:step_move" for c in d.cancels))
 
     devices.behaviors["mobility.move_to_room"] = Behavior("fail", reason="path_blocked")
     push(probe, "wf-fail")
-    failed = event(probe, "wf-fail", "WORKFLOW_FAILED", 15)
+    failed = workflow_event(probe, "wf-fail", "WORKFLOW_FAILED", 15)
     assert failed["reason"] == "path_blocked"
 
     bad = {**MOVE_PURIFY, "workflow_id": "wf-rej", "plan_id": "room_clean", "steps": []}
@@ -189,7 +173,7 @@ def test_every_pui_press_gets_a_result(
     assert press("p-1", workflow_id="wf-never")["status"] == "unknown_workflow"
     devices.behaviors["mobility.move_to_room"] = Behavior("hold")
     push(probe, "wf-p")
-    event(probe, "wf-p", "RUNNING")
+    workflow_event(probe, "wf-p", "RUNNING")
     assert press("p-2") == {"event_id": "p-2", "status": "cancelled", "workflow_ids": ["wf-p"]}
     assert press("p-3", workflow_id="wf-p")["status"] == "nothing_active"  # it has ended
     probe.publish(PUI, {"event_id": "p-2", "kind": "cancel"})  # a repeat gets the same result

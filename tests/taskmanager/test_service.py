@@ -90,8 +90,11 @@ def test_rejected_request_is_recorded_with_its_reason(tmp_path: Path) -> None:
     assert result.accepted == [] and "depends_on c" in result.rejected[0][1]
     assert tm.store.get("wf-1")["status"] == "rejected"  # type: ignore[index]
     assert outbox.rows_under(f"{ROOT}/task/command/") == []
-    again = tm.submit(MOVE_PURIFY, source="planner")  # the id is taken
-    assert again.accepted == [] and again.ignored[0].reason == "duplicate"
+    # issue 16: only accepted workflows reserve their id; a refused request does not use it up
+    again = tm.submit(MOVE_PURIFY, source="planner")
+    assert again.accepted == ["wf-1"] and tm.store.get("wf-1")["status"] == "running"  # type: ignore[index]
+    third = tm.submit(MOVE_PURIFY, source="planner")
+    assert third.accepted == [] and third.ignored[0].reason == "duplicate"
 
 
 @pytest.mark.parametrize(
