@@ -24,6 +24,7 @@ from pydantic import (
     model_validator,
 )
 
+from cloud_client.body import DEFAULT_MAX_BYTES
 from edge.errors import ConfigError
 
 ENV_PREFIX = "A2A_EDGE_"
@@ -67,6 +68,7 @@ class CloudSettings(_Section):
     read_timeout_s: float = Field(4.0, gt=0, le=300)
     verify_tls: bool = True
     offline_probe_s: float = Field(0.5, gt=0, le=60)  # a turn's try while the cloud is away
+    max_response_bytes: int = Field(DEFAULT_MAX_BYTES, ge=1024, le=256 * 1024 * 1024)
 
 
 class PromotionSettings(_Section):

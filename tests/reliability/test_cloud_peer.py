@@ -1,0 +1,76 @@
+"""A hostile cloud peer (issue 16), through the real process: a body of hundreds of megabytes
+costs a closed connection, not the memory.
+
+`A2A_HUGE_BODY_MB` (default 200) sets the hostile body's size; keep it well past what the
+sockets buffer (a few MB), or the server may send it all before the runtime hangs up. The
+runtime's growth does not depend on it (measured: +3.3 MB at 2, 200 and 1,000 MB)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Any
+
+from sim.probe import MqttProbe
+from sim.processes import RuntimeProcess
+from tests.conftest import RuntimeFactory, eventually
+from tests.reliability.peers import HugeBodies, memory_of
+
+TURN = "/v1/a2a/turn"
+SYNC = "/v1/a2a/memory/sync"
+HUGE = int(os.environ.get("A2A_HUGE_BODY_MB", "200")) * 1024 * 1024
+FAST_SYNC = {"deadline_s": 2.0, "max_backoff_s": 0.3}
+GROWTH_KB = 6 * 1024  # "a few MB": a 1 MiB cap, its copy, a parse, allocator slack
+
+
+def pid_of(runtime: RuntimeProcess) -> int:
+    assert runtime.proc is not None
+    return runtime.proc.pid
+
+
+def cli_json(runtime: RuntimeProcess, *args: str, env: dict[str, str] | None = None) -> Any:
+    """A read command's JSON, with the service's config (and `env`: its overrides)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "edge", *args, "--json", "--config", str(runtime.config)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env={**os.environ, **(env or {})},
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_a_huge_cloud_body_is_never_read_whole(
+    runtime_factory: RuntimeFactory, probe: MqttProbe
+) -> None:
+    with HugeBodies(HUGE) as cloud:
+        runtime = runtime_factory(
+            cloud_url=cloud.url, cloud={"turn_deadline_s": 5.0}, sync=FAST_SYNC
+        )
+        assert probe.turn("t-warm", "안녕")["status"] == "error"  # a small wrong answer
+        before = memory_of(pid_of(runtime))
+        replies = {}
+        for mode in ("length", "chunked"):
+            cloud.mode = mode
+            replies[mode] = probe.turn(f"t-{mode}", "안녕", timeout_s=20)
+        eventually(lambda: len(cloud.answers(TURN)) == 2, 10)
+        eventually(lambda: cloud.answers(SYNC), 10)  # the replay met one too
+        after = memory_of(pid_of(runtime))
+        print(
+            f"huge body ({HUGE // 2**20} MB): RSS {before.rss_kb} -> {after.rss_kb} kB, "
+            f"peak {before.hwm_kb} -> {after.hwm_kb} kB; sent before the close: "
+            + ", ".join(f"{s.path} {s.mode} {s.bytes_sent}" for s in cloud.answers(TURN))
+        )
+        assert after.hwm_kb - before.hwm_kb < GROWTH_KB
+        assert after.rss_kb - before.rss_kb < GROWTH_KB
+        for reply in replies.values():
+            assert reply["status"] == "error", reply
+            assert "too large" in reply["error"] and "1048576" in reply["error"], reply
+        assert f"Content-Length {HUGE} bytes" in replies["length"]["error"]
+        assert all(not sent.finished for sent in cloud.answers(TURN) + cloud.answers(SYNC))
+        sync = cli_json(runtime, "sync", "status")
+        assert "too large" in sync["last_error"], sync
+        assert "too large" in probe.turn("t-after", "안녕")["error"]  # still answering
