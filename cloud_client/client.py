@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 from typing import Any
 
 import httpx
@@ -22,6 +23,7 @@ from cloud_client.errors import (
 )
 from cloud_client.models import TurnRequest, TurnResponse
 from cloud_client.retry import retrying
+from cloud_client.tls import describe, ssl_cause
 
 TURN_PATH = "/v1/a2a/turn"
 
@@ -56,6 +58,7 @@ class CloudClient:
         )
         self._unreachable = False
         self._max_body = max_response_bytes
+        self._connect_timeout_s = connect_timeout_s
 
     @property
     def unreachable(self) -> bool:
@@ -92,7 +95,19 @@ class CloudClient:
         except httpx.TimeoutException as exc:
             raise CloudTransient(f"timeout calling {path}") from exc
         except httpx.TransportError as exc:
-            raise CloudTransient(f"cannot reach the cloud: {type(exc).__name__}") from exc
+            error = await self._transport_error(exc)
+            raise error from exc
+
+    async def _transport_error(self, exc: httpx.TransportError) -> CloudUnavailable:
+        tls = ssl_cause(exc)
+        if tls is None:
+            return CloudTransient(f"cannot reach the cloud: {type(exc).__name__}")
+        url = self._http.base_url
+        port = url.port or (443 if url.scheme == "https" else 80)
+        why = await describe(tls, url.host, port, timeout_s=self._connect_timeout_s)
+        if isinstance(tls, ssl.SSLCertVerificationError):
+            return CloudUnavailable(why)  # the same certificate fails the next try too
+        return CloudTransient(why)
 
     async def post_json(
         self,

@@ -1,8 +1,10 @@
 """Hostile clouds the sim cannot play: one that answers with a body of hundreds of megabytes
-(made as it is sent, never held); and the runtime's memory as the kernel counts it."""
+(made as it is sent, never held), one behind a certificate nobody vouches for; and the
+runtime's memory as the kernel counts it."""
 
 from __future__ import annotations
 
+import ssl
 import threading
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -39,6 +41,7 @@ class _Serving(ThreadingHTTPServer):
     """A loopback server in a thread of its own, for a `with` block."""
 
     daemon_threads = True
+    scheme = "http"
 
     def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
         super().__init__(("127.0.0.1", 0), handler)
@@ -46,7 +49,7 @@ class _Serving(ThreadingHTTPServer):
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
+        return f"{self.scheme}://127.0.0.1:{self.server_address[1]}"
 
     def __enter__(self) -> Self:
         self._thread.start()
@@ -120,3 +123,26 @@ class HugeBodies(_Serving):
     def answers(self, path: str) -> list[Sent]:
         with self.lock:
             return [s for s in self.sent if s.path == path and s.mode != "small"]
+
+
+class _Unavailable(_Quiet):
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("content-length") or 0))
+        self.server.requests += 1  # type: ignore[attr-defined]
+        self.send_response(503)
+        self.send_header("content-length", "0")
+        self.end_headers()
+
+
+class TlsCloud(_Serving):
+    """HTTPS on loopback with the certificate given; every request that gets through the
+    handshake is answered 503 and counted."""
+
+    scheme = "https"
+
+    def __init__(self, cert: Path, key: Path) -> None:
+        super().__init__(_Unavailable)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(cert, key)
+        self.socket = context.wrap_socket(self.socket, server_side=True)
+        self.requests = 0

@@ -1,5 +1,6 @@
 """A hostile cloud peer (issue 16), through the real process: a body of hundreds of megabytes
-costs a closed connection, not the memory.
+costs a closed connection, not the memory; a certificate that fails is told as a TLS failure,
+naming the certificate.
 
 `A2A_HUGE_BODY_MB` (default 200) sets the hostile body's size; keep it well past what the
 sockets buffer (a few MB), or the server may send it all before the runtime hangs up. The
@@ -11,12 +12,14 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 from sim.probe import MqttProbe
 from sim.processes import RuntimeProcess
-from tests.conftest import RuntimeFactory, eventually
-from tests.reliability.peers import HugeBodies, memory_of
+from tests.conftest import RuntimeFactory, StateRows, eventually
+from tests.e2e.test_tls import make_ca
+from tests.reliability.peers import HugeBodies, TlsCloud, memory_of
 
 TURN = "/v1/a2a/turn"
 SYNC = "/v1/a2a/memory/sync"
@@ -74,3 +77,29 @@ def test_a_huge_cloud_body_is_never_read_whole(
         sync = cli_json(runtime, "sync", "status")
         assert "too large" in sync["last_error"], sync
         assert "too large" in probe.turn("t-after", "안녕")["error"]  # still answering
+
+
+def warnings_in(runtime: RuntimeProcess) -> list[str]:
+    return [line for line in runtime.log().splitlines() if " WARNING " in line]
+
+
+def test_a_certificate_that_fails_is_told_as_a_tls_failure(
+    tmp_path: Path, runtime_factory: RuntimeFactory, probe: MqttProbe, state_rows: StateRows
+) -> None:
+    pki = tmp_path / "pki"
+    pki.mkdir()
+    make_ca(pki, "evil-planner")  # self-signed, CN=evil-planner
+    with TlsCloud(pki / "evil-planner.crt", pki / "evil-planner.key") as server:
+        runtime = runtime_factory(cloud_url=server.url, sync=FAST_SYNC)
+        reply = probe.turn("t-tls", "안녕")
+        port = server.server_address[1]
+        why = (
+            "tls: certificate verify failed: self-signed certificate (certificate"
+            f" CN=evil-planner; issuer CN=evil-planner) at 127.0.0.1:{port}"
+        )
+        assert reply["status"] == "offline", reply
+        assert reply["error"] == f"cloud_unavailable: {why}"
+        assert any(why in line for line in warnings_in(runtime)), runtime.log()
+        eventually(lambda: state_rows("SELECT value FROM sync_meta WHERE key = 'last_error'"), 10)
+        assert why in cli_json(runtime, "sync", "status")["last_error"]
+        assert server.requests == 0  # nothing, and no token, went through
