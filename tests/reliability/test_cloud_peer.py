@@ -1,6 +1,7 @@
-"""A hostile cloud peer (issue 16), through the real process: a body of hundreds of megabytes
-costs a closed connection, not the memory; a certificate that fails is told as a TLS failure,
-naming the certificate.
+"""A hostile or misconfigured cloud peer (issue 16 items 1 and 4), through the real process:
+a body of hundreds of megabytes costs a closed connection, not the memory; TLS is never off
+without a warning, a token never goes over plain http to another host unless allowed, and a
+certificate that fails is told as a TLS failure, naming the certificate.
 
 `A2A_HUGE_BODY_MB` (default 200) sets the hostile body's size; keep it well past what the
 sockets buffer (a few MB), or the server may send it all before the runtime hangs up. The
@@ -16,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from sim.probe import MqttProbe
-from sim.processes import RuntimeProcess
+from sim.processes import RuntimeProcess, write_config
 from tests.conftest import RuntimeFactory, StateRows, eventually
 from tests.e2e.test_tls import make_ca
+from tests.reliability.files import edge_cli
 from tests.reliability.peers import HugeBodies, TlsCloud, memory_of
 
 TURN = "/v1/a2a/turn"
@@ -79,8 +81,67 @@ def test_a_huge_cloud_body_is_never_read_whole(
         assert "too large" in probe.turn("t-after", "안녕")["error"]  # still answering
 
 
+def token_file(tmp_path: Path) -> str:
+    token = tmp_path / "token"
+    token.write_text("tok-123\n")
+    token.chmod(0o600)
+    return str(token)
+
+
+def test_a_token_over_plain_http_to_another_host_is_refused(tmp_path: Path) -> None:
+    config = write_config(
+        tmp_path / "config.toml",
+        {
+            "state_dir": str(tmp_path / "state"),
+            "cloud": {
+                "base_url": "http://planner.example.com:8080",
+                "token_file": token_file(tmp_path),
+            },
+        },
+    )
+    done = edge_cli("run", "--config", str(config), timeout_s=15)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith(
+        "a2a-edge: config error: cloud.base_url: plain http to planner.example.com would send"
+    )
+    assert "cloud.allow_insecure = true" in lines[0] and "tok-123" not in lines[0]
+    assert not (tmp_path / "state").exists()  # refused before anything was opened
+
+
 def warnings_in(runtime: RuntimeProcess) -> list[str]:
     return [line for line in runtime.log().splitlines() if " WARNING " in line]
+
+
+def test_tls_verification_off_is_warned_at_start_and_shown_in_status(
+    tmp_path: Path, runtime_factory: RuntimeFactory
+) -> None:
+    pki = tmp_path / "pki"
+    pki.mkdir()
+    make_ca(pki, "planner")
+    env = {"A2A_EDGE_CLOUD__VERIFY_TLS": "false"}
+    with TlsCloud(pki / "planner.crt", pki / "planner.key") as server:
+        runtime = runtime_factory(cloud_url=server.url, env=env)
+        unverified = [w for w in warnings_in(runtime) if "NOT verified" in w]
+        assert unverified and "cloud.verify_tls = false" in unverified[0], runtime.log()
+        assert "pose as the planner at 127.0.0.1" in unverified[0]
+        assert cli_json(runtime, "status", env=env)["cloud_tls"] == "NOT verified"
+        assert cli_json(runtime, "status")["cloud_tls"] == "verified"  # without the override
+
+
+def test_clear_text_allowed_is_warned_at_every_start_and_shown_in_status(
+    tmp_path: Path, runtime_factory: RuntimeFactory
+) -> None:
+    cloud = {"token_file": token_file(tmp_path), "allow_insecure": True}
+    runtime = runtime_factory(cloud_url="http://192.0.2.7:18080", cloud=cloud)
+    runtime.terminate()
+    runtime = runtime_factory(cloud_url="http://192.0.2.7:18080", cloud=cloud)
+    clear = [w for w in warnings_in(runtime) if "cloud over plain http to 192.0.2.7" in w]
+    allowed = [w for w in warnings_in(runtime) if "cloud.allow_insecure = true" in w]
+    assert len(clear) == 2 and len(allowed) == 2, runtime.log()  # once for each start
+    assert "the cloud token and every turn travel in clear text" in clear[0]
+    assert cli_json(runtime, "status")["cloud_tls"] == "plain http"
 
 
 def test_a_certificate_that_fails_is_told_as_a_tls_failure(
@@ -102,4 +163,5 @@ def test_a_certificate_that_fails_is_told_as_a_tls_failure(
         assert any(why in line for line in warnings_in(runtime)), runtime.log()
         eventually(lambda: state_rows("SELECT value FROM sync_meta WHERE key = 'last_error'"), 10)
         assert why in cli_json(runtime, "sync", "status")["last_error"]
+        assert cli_json(runtime, "status")["cloud_tls"] == "verified"
         assert server.requests == 0  # nothing, and no token, went through
