@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import ssl
 from typing import Any
 
 import httpx
@@ -12,6 +13,7 @@ from pydantic import ValidationError
 
 from a2a_common import jsonx
 from a2a_common.stopwatch import Stopwatch
+from cloud_client.body import DEFAULT_MAX_BYTES, read_capped
 from cloud_client.errors import (
     CloudBadResponse,
     CloudError,
@@ -21,9 +23,9 @@ from cloud_client.errors import (
 )
 from cloud_client.models import TurnRequest, TurnResponse
 from cloud_client.retry import retrying
+from cloud_client.tls import describe, ssl_cause
 
 TURN_PATH = "/v1/a2a/turn"
-MAX_BODY_BYTES = 2 * 1024 * 1024
 
 
 class CloudClient:
@@ -35,10 +37,15 @@ class CloudClient:
         connect_timeout_s: float = 2.0,
         read_timeout_s: float = 4.0,
         verify_tls: bool = True,
+        max_response_bytes: int = DEFAULT_MAX_BYTES,
         transport: httpx.AsyncBaseTransport | None = None,
         user_agent: str = "a2a-edge",
     ) -> None:
-        headers = {"content-type": "application/json", "user-agent": user_agent}
+        headers = {
+            "content-type": "application/json",
+            "user-agent": user_agent,
+            "accept-encoding": "identity",  # the cap counts what we hold (cloud_client.body)
+        }
         if token:
             headers["authorization"] = f"Bearer {token}"
         self._http = httpx.AsyncClient(
@@ -50,6 +57,8 @@ class CloudClient:
             follow_redirects=False,
         )
         self._unreachable = False
+        self._max_body = max_response_bytes
+        self._connect_timeout_s = connect_timeout_s
 
     @property
     def unreachable(self) -> bool:
@@ -61,20 +70,11 @@ class CloudClient:
 
     async def _attempt(self, path: str, content: bytes, watch: Stopwatch) -> tuple[int, Any]:
         try:
-            response = await self._http.post(path, content=content)
-        except httpx.TimeoutException as exc:
-            raise CloudTransient(f"timeout calling {path}") from exc
-        except httpx.TransportError as exc:
-            raise CloudTransient(f"cannot reach the cloud: {type(exc).__name__}") from exc
+            status, raw = await self._exchange(path, content)
         finally:
             watch.lap("cloud")
-        status = response.status_code
-        if status == 429 or status >= 500:
-            raise CloudTransient(f"HTTP {status} from {path}")
-        if len(response.content) > MAX_BODY_BYTES:
-            raise CloudBadResponse(f"body of {len(response.content)} bytes is too large")
         try:
-            body = json.loads(response.content.decode("utf-8"))
+            body = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, ValueError, RecursionError) as exc:
             if 200 <= status < 300:
                 raise CloudBadResponse(f"HTTP {status} body is not JSON") from exc
@@ -82,6 +82,32 @@ class CloudClient:
         if status in (200, 201, 409):
             return status, body
         raise CloudRejected(status, body)
+
+    async def _exchange(self, path: str, content: bytes) -> tuple[int, bytes]:
+        """Status and body of one POST; leaving the stream closes the response (and the
+        connection, when its body was not read to the end)."""
+        try:
+            async with self._http.stream("POST", path, content=content) as response:
+                status = response.status_code
+                if status == 429 or status >= 500:
+                    raise CloudTransient(f"HTTP {status} from {path}")
+                return status, await read_capped(response, self._max_body, path)
+        except httpx.TimeoutException as exc:
+            raise CloudTransient(f"timeout calling {path}") from exc
+        except httpx.TransportError as exc:
+            error = await self._transport_error(exc)
+            raise error from exc
+
+    async def _transport_error(self, exc: httpx.TransportError) -> CloudUnavailable:
+        tls = ssl_cause(exc)
+        if tls is None:
+            return CloudTransient(f"cannot reach the cloud: {type(exc).__name__}")
+        url = self._http.base_url
+        port = url.port or (443 if url.scheme == "https" else 80)
+        why = await describe(tls, url.host, port, timeout_s=self._connect_timeout_s)
+        if isinstance(tls, ssl.SSLCertVerificationError):
+            return CloudUnavailable(why)  # the same certificate fails the next try too
+        return CloudTransient(why)
 
     async def post_json(
         self,

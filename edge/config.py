@@ -24,6 +24,8 @@ from pydantic import (
     model_validator,
 )
 
+from cloud_client import security
+from cloud_client.body import DEFAULT_MAX_BYTES
 from edge.errors import ConfigError
 
 ENV_PREFIX = "A2A_EDGE_"
@@ -67,7 +69,35 @@ class CloudSettings(_Section):
     connect_timeout_s: float = Field(2.0, gt=0, le=60)
     read_timeout_s: float = Field(4.0, gt=0, le=300)
     verify_tls: bool = True
+    allow_insecure: bool = False  # lets a token go over plain http to another host
     offline_probe_s: float = Field(0.5, gt=0, le=60)  # a turn's try while the cloud is away
+    max_response_bytes: int = Field(DEFAULT_MAX_BYTES, ge=1024, le=256 * 1024 * 1024)
+
+    @property
+    def tls_mode(self) -> security.TlsMode:
+        """`verified`, `NOT verified` or `plain http`: what `a2a-edge status` shows."""
+        return security.tls_mode(self.base_url, self.verify_tls)
+
+    def warnings(self) -> list[str]:
+        """What start-up warns about, every start: verification off, insecure allowed."""
+        return security.warnings(
+            self.base_url,
+            verify_tls=self.verify_tls,
+            has_token=bool(self.token_file),
+            allow_insecure=self.allow_insecure,
+        )
+
+    def check(self) -> None:
+        """Refuse a token over plain http to a host off this machine, unless allowed."""
+        if self.allow_insecure or not security.clear_text_token(
+            self.base_url, has_token=bool(self.token_file)
+        ):
+            return
+        raise ConfigError(
+            "cloud.base_url",
+            f"plain http to {security.host_of(self.base_url)} would send the token of "
+            "cloud.token_file in clear text; use https:// or set cloud.allow_insecure = true",
+        )
 
 
 class PromotionSettings(_Section):
@@ -272,9 +302,11 @@ def load_settings(path: Path | None, environ: Mapping[str, str] | None = None) -
             raise ConfigError("--config", f"{source} is not valid TOML: {exc}") from exc
     _apply_env(data, env)
     try:
-        return Settings.model_validate(data)
+        settings = Settings.model_validate(data)
     except ValidationError as exc:
         raise _first_error(exc) from None
+    settings.cloud.check()
+    return settings
 
 
 def _read_secret(key: str, file_name: str) -> str | None:

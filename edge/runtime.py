@@ -138,6 +138,8 @@ class Runtime:
                 published=self._on_published,
             ),
         )
+        for warning in self._settings.cloud.warnings():  # every start, as long as it holds
+            log.warning("%s", warning)
         log.info(
             "started: device %s, schema v%d, %d interrupted turns answered, %d active"
             " workflows (deadlines re-armed), %d commands re-sent, %d MQTT messages and %d sync"

@@ -64,6 +64,7 @@ def status(settings: Settings) -> dict[str, Any]:
             "heartbeat_age_s": age,
             "broker": beat.get("broker", "unknown"),
             "cloud": beat.get("cloud", "unknown"),
+            "cloud_tls": settings.cloud.tls_mode,  # from the config this command reads
             "loop_lag_ms": beat.get("loop_lag_ms"),
             "active_workflows": WorkflowStore(db=db).active_count(),
             "db_bytes": db_bytes,

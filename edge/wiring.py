@@ -64,6 +64,7 @@ def cloud_client(
         connect_timeout_s=settings.cloud.connect_timeout_s,
         read_timeout_s=settings.cloud.read_timeout_s,
         verify_tls=settings.cloud.verify_tls,
+        max_response_bytes=settings.cloud.max_response_bytes,
         user_agent=f"a2a-edge/{__version__}",
         transport=transport,
     )
