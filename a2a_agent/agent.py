@@ -46,6 +46,7 @@ class _Route:
     handler: Handler
     on_cancel: Handler | None
     evidence: frozenset[str] | None
+    inline: bool
 
 
 def _no_delay(_client: paho.Client, _userdata: Any, sock: Any) -> None:
@@ -153,16 +154,21 @@ class DeviceAgent:
         *,
         on_cancel: Handler | None = None,
         evidence: Iterable[str] | None = None,
+        inline: bool = False,
     ) -> None:
         """Serve `capability_id.operation_id` (`"*"` for any) with `handler(task)`, run on the
         agent's pool once per task_id. The handler may report everything and return, or return
         at once and report later from any thread. `on_cancel(task)` runs when the runtime
         cancels the task; CANCELLED is reported when it returns (not when it raises: the
         runtime then escalates to the capability's safe_stop). `evidence` is the operation's
-        `terminal_evidence` allowlist (catalog.json): other keys are dropped before sending."""
+        `terminal_evidence` allowlist (catalog.json): other keys are dropped before sending.
+        `inline` runs a handler that never blocks (it reports at once or hands the work to its
+        own thread) on the dispatcher itself, a thread hop sooner; one that blocks there holds
+        up every command and cancel behind it."""
         keys = None if evidence is None else frozenset(evidence)
+        route = _Route(handler, on_cancel, keys, inline)
         with self._lock:
-            self._routes[(capability_id, operation_id)] = _Route(handler, on_cancel, keys)
+            self._routes[(capability_id, operation_id)] = route
         if self._connected:
             self._events.put(("resubscribe",))
 
@@ -329,6 +335,8 @@ class DeviceAgent:
             task.running()
         if route is None:
             task.failed("unsupported_operation")
+        elif route.inline:
+            self._run(route.handler, task)
         else:
             self._pool.submit(self._run, route.handler, task)
 

@@ -80,7 +80,8 @@ class Task:
         self.last: dict[str, Any] | None = None  # the last callback body, re-sent on redelivery
         self.cancel_reason: str | None = None
         self.refusals: list[Refusal] = []
-        self._cancel = threading.Event()
+        self._cancel: threading.Event | None = None  # made by the first wait_cancelled()
+        self._cancel_requested = False
         self._lock = lock
         self._send = send
         self._clock = clock
@@ -102,12 +103,18 @@ class Task:
     @property
     def cancel_requested(self) -> bool:
         """The runtime sent `task/cancel`: a long handler checks this between steps."""
-        return self._cancel.is_set()
+        return self._cancel_requested
 
     def wait_cancelled(self, timeout_s: float | None = None) -> bool:
         """Sleep until cancelled or `timeout_s` passed; True when cancelled. A handler that
         waits with this instead of `time.sleep` stops as soon as the cancel arrives."""
-        return self._cancel.wait(timeout_s)
+        with self._lock:
+            if self._cancel_requested:
+                return True
+            if self._cancel is None:  # most tasks are never waited on: no Event for them
+                self._cancel = threading.Event()
+            event = self._cancel
+        return event.wait(timeout_s)
 
     def seconds_left(self) -> float | None:
         """Seconds until `deadline` (the task must be terminal by then); None when unknown."""
@@ -216,4 +223,6 @@ class Task:
     def _request_cancel(self, reason: str | None) -> None:
         with self._lock:
             self.cancel_reason = reason
-        self._cancel.set()
+            self._cancel_requested = True
+            if self._cancel is not None:
+                self._cancel.set()
