@@ -34,7 +34,7 @@ from a2a_agent.task import Refusal, Task
 
 log = logging.getLogger("a2a_agent")
 
-Handler = Callable[[Task], None]
+Handler = Callable[[Task], object]  # what it returns is ignored
 RefusalHook = Callable[[Refusal, Task | None], None]
 InboundHook = Callable[[str, dict[str, Any], Task | None], None]
 ConnectHook = Callable[[bool], None]
@@ -194,6 +194,12 @@ class DeviceAgent:
             raise ConnectionError(f"device agent {self.root}: {why}")
         return self
 
+    def wait_ready(self, timeout_s: float) -> bool:
+        """Until connected with every subscription acknowledged (again after a reconnect
+        that lost the session); False when that did not happen within `timeout_s` or the
+        broker refused."""
+        return self._ready.wait(timeout_s) and self._refused is None
+
     def __enter__(self) -> DeviceAgent:
         return self.start()
 
@@ -251,6 +257,7 @@ class DeviceAgent:
             self._subscribe()
         elif kind == "disconnect":
             self._connected = False
+            self._ready.clear()
             self._pending.clear()  # SUBACKs of a lost connection never come
 
     def _take_connect(self, session_present: bool, reason: Any) -> None:
@@ -277,6 +284,7 @@ class DeviceAgent:
         asked = {topic for topics in self._pending.values() for topic in topics}
         missing = [t for t in self._wanted() if t not in self._session and t not in asked]
         if missing:
+            self._ready.clear()
             _rc, mid = self._client.subscribe([(topic, 1) for topic in missing])
             if mid is not None:  # None: not connected; the next connect asks again
                 self._pending[mid] = missing
