@@ -294,11 +294,14 @@ class DeviceAgent:
     def _take_suback(self, mid: int, codes: list[Any]) -> None:
         topics = self._pending.pop(mid, [])
         for topic, code in zip(topics, codes, strict=False):
-            if code.is_failure:
+            if not code.is_failure:
+                self._session.add(topic)
+            elif topic.endswith("/runtime/error"):  # the agent works without; it is told less
+                log.warning("device agent: %s denied (%s): refusals go unseen", topic, code)
+                self._session.add(topic)  # not asked again on every reconnect
+            else:
                 self._refused = f"broker refused the subscription to {topic}: {code}"
                 log.error("device agent %s: %s", self.root, self._refused)
-            else:
-                self._session.add(topic)
         if not self._pending:
             self._ready.set()
 

@@ -10,6 +10,8 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import pytest
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.reasoncodes import ReasonCode
 
 from a2a_agent import DeviceAgent, Refusal, Task
 from sim.broker import Mosquitto
@@ -257,3 +259,18 @@ def test_the_agent_subscribes_again_when_the_broker_lost_its_session(
         ended(probe, "wf-back", "WORKFLOW_COMPLETED")
     finally:
         status.close()
+
+
+def test_a_denied_runtime_error_subscription_costs_refusals_not_the_start() -> None:
+    """Brokers that check read ACLs at SUBSCRIBE (EMQX, HiveMQ, AWS IoT; Mosquitto 2.0 grants
+    and filters on delivery) answer a denied topic with a failure code in the SUBACK."""
+    agent = DeviceAgent(ROOT, client_id="suback", port=1)
+    granted = ReasonCode(PacketTypes.SUBACK, "Granted QoS 1")
+    denied = ReasonCode(PacketTypes.SUBACK, "Not authorized")
+    agent._pending = {1: [f"{ROOT}/task/command/speaker", f"{ROOT}/runtime/error"]}
+    agent._take_suback(1, [granted, denied])
+    assert agent._refused is None and agent._ready.is_set()
+    agent._pending = {2: [f"{ROOT}/task/command/mobility"]}
+    agent._take_suback(2, [denied])
+    assert agent._refused is not None and "task/command/mobility" in agent._refused
+    agent.close()
