@@ -267,6 +267,7 @@ class DeviceAgent:
             log.error("device agent %s: %s", self.root, self._refused)
             return
         self._connected = True
+        self._refused = None  # accepted now: an earlier refusal (the broker's config) is over
         if not session_present:  # a new or lost session: its subscriptions are gone
             self._session.clear()
             self._pending.clear()
