@@ -17,6 +17,7 @@ from a2a_agent import DeviceAgent, Refusal, Task
 from sim.broker import Mosquitto
 from sim.cloud import SimCloud
 from sim.probe import MqttProbe
+from tests.a2a_agent.workflows import one_step
 from tests.conftest import ROOT, RuntimeFactory, eventually
 
 EVENTS = f"{ROOT}/workflow/event"
@@ -44,23 +45,11 @@ def agent_factory(broker: Mosquitto) -> Iterator[AgentFactory]:
 
 
 def say(workflow_id: str, text: str = "물 마실 시간이에요") -> dict[str, Any]:
-    return {
-        "workflow_id": workflow_id,
-        "steps": [
-            {"step_id": "say", "capability_id": "speaker", "operation_id": "say",
-             "args": {"text": text}}
-        ],
-    }  # fmt: skip
+    return one_step(workflow_id, "say", "speaker.say", text=text)
 
 
 def move(workflow_id: str) -> dict[str, Any]:
-    return {
-        "workflow_id": workflow_id,
-        "steps": [
-            {"step_id": "move", "capability_id": "mobility", "operation_id": "move_to_room",
-             "args": {"room": "안방"}}
-        ],
-    }  # fmt: skip
+    return one_step(workflow_id, "move", "mobility.move_to_room", room="안방")
 
 
 def ended(probe: MqttProbe, workflow_id: str, status: str) -> Any:

@@ -25,6 +25,7 @@ import pytest
 from sim.broker import Mosquitto
 from sim.cloud import SimCloud
 from sim.probe import MqttProbe
+from tests.a2a_agent.workflows import one_step
 from tests.conftest import ROOT, RuntimeFactory, eventually
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "device-agents.md"
@@ -179,12 +180,18 @@ def test_the_guides_python_agent_serves_and_stops(
     reader.start()
     try:
         eventually(lambda: "serving\n" in lines)
-        probe.publish(f"{ROOT}/workflow/request", move_workflow("wf-py", "안방"))
+        probe.publish(
+            f"{ROOT}/workflow/request",
+            one_step("wf-py", "move", "mobility.move_to_room", room="안방"),
+        )
         workflow_ended(probe, "wf-py", "WORKFLOW_COMPLETED")
         callbacks = [b for b in probe.messages(CALLBACK_TOPIC) if b["task_id"] == "wf-py:move"]
         assert [b["status"] for b in callbacks] == ["RUNNING"] + ["PROGRESS"] * 3 + ["COMPLETED"]
         assert callbacks[-1]["evidence"] == {"arrived_room": "안방"}
-        probe.publish(f"{ROOT}/workflow/request", move_workflow("wf-py-2", "주방"))
+        probe.publish(
+            f"{ROOT}/workflow/request",
+            one_step("wf-py-2", "move", "mobility.move_to_room", room="주방"),
+        )
         probe.wait_for(
             EVENTS, lambda b: b.get("task_id") == "wf-py-2:move" and b["status"] == "RUNNING"
         )
@@ -204,13 +211,3 @@ def collect(agent: subprocess.Popen[str], lines: list[str]) -> None:
     assert agent.stdout is not None
     for line in agent.stdout:
         lines.append(line)
-
-
-def move_workflow(workflow_id: str, room: str) -> dict[str, Any]:
-    return {
-        "workflow_id": workflow_id,
-        "steps": [
-            {"step_id": "move", "capability_id": "mobility", "operation_id": "move_to_room",
-             "args": {"room": room}}
-        ],
-    }  # fmt: skip
