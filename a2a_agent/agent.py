@@ -1,9 +1,12 @@
 """`DeviceAgent`: the MQTT side of a device agent (SPEC §2, §2.1, §2.2, §2.4), so a device team
 writes only what its device does.
 
-Threads, and why: paho's network thread only hands each callback (connect, SUBACK, message) to
-one dispatcher thread, so nothing a team writes can stall or kill the network thread (Mosquitto
-stops sending after 20 unacknowledged messages). The dispatcher takes inbound messages one at
+Threads, and why: paho's network thread runs none of a team's code, so nothing a team writes
+can stall or kill it (Mosquitto stops sending after 20 unacknowledged messages). It keeps the
+subscriptions itself — the SUBSCRIBE must leave in the CONNACK callback, before paho re-sends
+the callbacks it kept while disconnected: a COMPLETED that reached the runtime first would have
+it send the next command to a session without subscriptions, and that command would be lost —
+and hands every message to one dispatcher thread. The dispatcher takes inbound messages one at
 a time, in arrival order — dedupe, the RUNNING sent on receipt, a cancel after its command —
 and runs handlers and cancel hooks on a small pool the agent owns, so a handler that blocks for
 the whole task delays neither the next command nor the ack of another.
@@ -104,6 +107,7 @@ class DeviceAgent:
         self._routes: dict[tuple[str, str], _Route] = {}
         self._tasks: OrderedDict[str, Task] = OrderedDict()
         self._events: queue.SimpleQueue[tuple[Any, ...] | None] = queue.SimpleQueue()
+        self._sub_lock = threading.Lock()  # the next three: paho's thread and handle()
         self._session: set[str] = set()  # topics the broker's session is known to hold
         self._pending: dict[int, list[str]] = {}  # SUBSCRIBE mid -> its topics
         self._ready = threading.Event()
@@ -138,9 +142,9 @@ class DeviceAgent:
         client.reconnect_delay_set(1, max(1, round(reconnect_max_s)))
         client.on_socket_open = _no_delay
         put = self._events.put
-        client.on_connect = lambda _c, _u, flags, rc, _p: put(("connect", flags, rc))
-        client.on_subscribe = lambda _c, _u, mid, codes, _p: put(("suback", mid, codes))
-        client.on_disconnect = lambda _c, _u, _f, _rc, _p: put(("disconnect",))
+        client.on_connect = lambda _c, _u, flags, rc, _p: self._on_connect(flags, rc)
+        client.on_subscribe = lambda _c, _u, mid, codes, _p: self._on_suback(mid, codes)
+        client.on_disconnect = lambda _c, _u, _f, _rc, _p: self._on_disconnect()
         client.on_message = lambda _c, _u, m: put(("message", m.topic, m.payload, time.monotonic()))
         self._v5 = v5
         return client
@@ -170,7 +174,7 @@ class DeviceAgent:
         with self._lock:
             self._routes[(capability_id, operation_id)] = route
         if self._connected:
-            self._events.put(("resubscribe",))
+            self._subscribe()
 
     def start(self, timeout_s: float = 10.0) -> DeviceAgent:
         """Connect and wait until subscribed; raises ConnectionError when the broker refuses
@@ -246,33 +250,31 @@ class DeviceAgent:
                 log.exception("device agent: %s not handled", event[0])
 
     def _take(self, event: tuple[Any, ...]) -> None:
-        kind = event[0]
-        if kind == "message":
+        if event[0] == "message":
             self._take_message(event[1], bytes(event[2]), event[3])
-        elif kind == "connect":
-            self._take_connect(event[1].session_present, event[2])
-        elif kind == "suback":
-            self._take_suback(event[1], event[2])
-        elif kind == "resubscribe":
-            self._subscribe()
-        elif kind == "disconnect":
-            self._connected = False
-            self._ready.clear()
-            self._pending.clear()  # SUBACKs of a lost connection never come
+        elif event[0] == "connected":
+            self._call(self._hooks[2], event[1])
 
-    def _take_connect(self, session_present: bool, reason: Any) -> None:
+    # --- the session's subscriptions (paho's thread) ------------------------------------------
+    def _on_connect(self, flags: Any, reason: Any) -> None:
         if reason.is_failure:
             self._refused = f"broker refused the connection: {reason}"
             self._ready.set()
             log.error("device agent %s: %s", self.root, self._refused)
             return
-        self._connected = True
-        self._refused = None  # accepted now: an earlier refusal (the broker's config) is over
-        if not session_present:  # a new or lost session: its subscriptions are gone
-            self._session.clear()
-            self._pending.clear()
+        with self._sub_lock:
+            self._connected = True
+            self._refused = None  # accepted now: an earlier refusal is over
+            if not flags.session_present:  # a new or lost session: no subscriptions
+                self._session.clear()
         self._subscribe()
-        self._call(self._hooks[2], session_present)
+        self._events.put(("connected", bool(flags.session_present)))
+
+    def _on_disconnect(self) -> None:
+        with self._sub_lock:
+            self._connected = False
+            self._ready.clear()
+            self._pending.clear()  # SUBACKs of a lost connection never come
 
     def _wanted(self) -> list[str]:
         with self._lock:
@@ -282,15 +284,21 @@ class DeviceAgent:
         return [*topics, f"{self.root}/runtime/error"]
 
     def _subscribe(self) -> None:
-        asked = {topic for topics in self._pending.values() for topic in topics}
-        missing = [t for t in self._wanted() if t not in self._session and t not in asked]
-        if missing:
-            self._ready.clear()
-            _rc, mid = self._client.subscribe([(topic, 1) for topic in missing])
-            if mid is not None:  # None: not connected; the next connect asks again
-                self._pending[mid] = missing
-        elif not self._pending:
-            self._ready.set()
+        wanted = self._wanted()
+        with self._sub_lock:
+            asked = {topic for topics in self._pending.values() for topic in topics}
+            missing = [t for t in wanted if t not in self._session and t not in asked]
+            if missing:
+                self._ready.clear()
+                _rc, mid = self._client.subscribe([(topic, 1) for topic in missing])
+                if mid is not None:  # None: not connected; the next connect asks again
+                    self._pending[mid] = missing
+            elif not self._pending:
+                self._ready.set()
+
+    def _on_suback(self, mid: int, codes: list[Any]) -> None:
+        with self._sub_lock:
+            self._take_suback(mid, codes)
 
     def _take_suback(self, mid: int, codes: list[Any]) -> None:
         topics = self._pending.pop(mid, [])
