@@ -40,6 +40,15 @@ ensure_test_tools() {
     # the unit-file test needs systemd's analyzer; the TLS tests make their CA with openssl
     command -v systemd-analyze >/dev/null || apt_install systemd
     command -v openssl >/dev/null || apt_install openssl
+    # docs/device-agents.md's examples are run with mosquitto_pub/mosquitto_sub; without them
+    # that one test is skipped, so their absence does not stop the set-up
+    if ! command -v mosquitto_pub >/dev/null || ! command -v mosquitto_sub >/dev/null; then
+        if is_root && command -v apt-get >/dev/null; then
+            apt_install mosquitto-clients
+        else
+            echo "bootstrap: no mosquitto-clients: the device-agent guide's test will skip" >&2
+        fi
+    fi
 }
 
 ensure_venv() {

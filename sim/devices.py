@@ -1,15 +1,19 @@
-"""Device agents on MQTT for every capability of the default catalog (`a2a-edge sim devices`).
+"""Device agents on MQTT for every capability of the default catalog (`a2a-edge sim devices`),
+built on the public helper `a2a_agent.DeviceAgent` so device teams start from code the project
+runs in every test.
 
 By default (`auto`) a task runs in the simulated `World`: travel time between rooms, battery
 drain and docking, purifier modes, timed content/vital sessions, RUNNING then PROGRESS then
-COMPLETED with a growing `seq`, and `P/device/context` (retained) after every change. Scripted
-faults per operation: `fail`, `block`, `silent` (never answers), `hold` (RUNNING until
-cancelled or `complete()`), `needs_input`, `duplicate` (every callback twice), `out_of_order`
-(COMPLETED before the last PROGRESS), `instant`, `complete` (fixed time, no world).
+COMPLETED with a growing `seq`, and `P/device/context` (retained) after every change and on
+every connect. Scripted faults per operation: `fail`, `block`, `silent` (never answers), `hold`
+(RUNNING until cancelled or `complete()`), `needs_input`, `duplicate` (every callback twice),
+`out_of_order` (COMPLETED before the last PROGRESS), `instant`, `complete` (fixed time, no
+world). `duplicate` and `out_of_order` break the protocol on purpose (the runtime's dedupe is
+tested with them), through the helper's low-level `Task.callback` / `publish_callback`.
 
-Each agent dedupes on `task_id`: a command seen again is not executed again; its latest callback
-is published once more instead. Cancels are honoured: the task stops and reports CANCELLED.
-`press_pui()` simulates the physical cancel button.
+The helper dedupes on `task_id` (a command seen again is not executed again; its latest
+callback is published once more) and honours cancels (CANCELLED; nothing else is sent after
+the cancel arrived). `press_pui()` simulates the physical cancel button.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from typing import Any
 
 import paho.mqtt.client as paho
 
-from sim.mqttc import start_client
+from a2a_agent import DeviceAgent, Task
 from sim.world import World
 
 
@@ -52,34 +56,38 @@ def default_evidence(command: dict[str, Any]) -> dict[str, Any]:
     return known.get(op, {"done": True})
 
 
-def _callback(
-    task_id: str,
-    seq: int,
-    status: str,
-    progress: Any = None,
-    reason: Any = None,
-    evidence: Any = None,
-) -> dict[str, Any]:
-    """A task callback of SPEC §2.2."""
-    return {
-        "task_id": task_id,
-        "seq": seq,
-        "status": status,
-        "progress": progress,
-        "reason": reason,
-        "evidence": evidence,
-        "ts": None,
-    }
+FINALS = {
+    "complete": "COMPLETED",
+    "fail": "FAILED",
+    "block": "BLOCKED",
+    "needs_input": "NEEDS_USER_INPUT",
+}
 
 
 @dataclass
 class TaskRecord:
-    command: dict[str, Any]
-    seq: int = 0
-    last: dict[str, Any] | None = None
-    deliveries: int = 1
+    """What the simulator knows of one task: the helper's `Task` (seq, latest callback,
+    deliveries), whether a cancel arrived, and the timers of a scripted run."""
+
+    task: Task
     cancelled: bool = False
     timers: list[threading.Timer] = field(default_factory=list)
+
+    @property
+    def command(self) -> dict[str, Any]:
+        return self.task.command
+
+    @property
+    def last(self) -> dict[str, Any] | None:
+        return self.task.last
+
+    @property
+    def seq(self) -> int:
+        return self.task.seq
+
+    @property
+    def deliveries(self) -> int:
+        return self.task.deliveries
 
 
 class DeviceAgents:
@@ -103,91 +111,71 @@ class DeviceAgents:
         self.received_at: dict[str, float] = {}  # monotonic, first delivery of each command
         self.completed_at: dict[str, float] = {}  # monotonic, COMPLETED published (instant)
         self._lock = threading.Condition()
-        self._connected = threading.Event()
-        self.client = start_client(
-            host,
-            port,
-            f"sim-devices-{root.replace('/', '-')}",
-            self._on_connect,
-            self._on_message,
-            protocol,
+        self.agent = DeviceAgent(
+            root,
+            client_id=f"sim-devices-{root.replace('/', '-')}",
+            host=host,
+            port=port,
+            protocol=protocol,
+            reconnect_max_s=1,
+            auto_running=False,  # `silent` sends nothing; the others send RUNNING themselves
+            history=10**9,  # tests look at every task; dedupe remembers them all
+            on_inbound=self._seen,
+            on_connect=lambda _session_present: self.publish_context(),
         )
-        if not self._connected.wait(10):
-            raise TimeoutError("device agents could not connect")
-
-    def _on_connect(self, client: paho.Client, _u: Any, _f: Any, reason: Any, _p: Any) -> None:
-        if reason.is_failure:
-            return
-        client.subscribe(f"{self.root}/task/command/+", qos=1)
-        client.subscribe(f"{self.root}/task/cancel/+", qos=1)
-        # `client`, not `self.client`: this may run before start_client() has returned
-        self.publish_context(client)
-        self._connected.set()
-
-    def _on_message(self, _c: paho.Client, _u: Any, msg: paho.MQTTMessage) -> None:
+        # it never blocks (timers and world threads do the waiting): run it on the dispatcher
+        self.agent.handle("*", "*", self._execute, inline=True)
         try:
-            body = json.loads(msg.payload.decode("utf-8"))
-        except ValueError:
-            return
-        if "/task/cancel/" in msg.topic:
-            self._cancel(body)
-        else:
-            self._command(body)
+            self.agent.start(10)
+        except ConnectionError as exc:
+            self.agent.close()
+            raise TimeoutError("device agents could not connect") from exc
+
+    def _seen(self, kind: str, body: dict[str, Any], task: Task | None) -> None:
+        """Every command and cancel, in arrival order (the helper's dispatcher thread)."""
+        with self._lock:
+            if kind == "cancel":
+                self.cancels.append(body)
+                record = self.tasks.get(str(body.get("task_id")))
+                if record is not None:  # nothing but CANCELLED goes out from now on
+                    record.cancelled = True
+                    for timer in record.timers:
+                        timer.cancel()
+            elif task is not None and task.task_id not in self.tasks:
+                self.received_at.setdefault(task.task_id, task.received_at)
+                self.tasks[task.task_id] = TaskRecord(task)
+                self.order.append(task.task_id)
+            self._lock.notify_all()
 
     def behavior(self, command: dict[str, Any]) -> Behavior:
         key = f"{command.get('capability_id')}.{command.get('operation_id')}"
         return self.behaviors.get(key, Behavior())
 
-    def _command(self, command: dict[str, Any]) -> None:
-        task_id = str(command.get("task_id"))
-        self.received_at.setdefault(task_id, time.monotonic())
-        with self._lock:
-            record = self.tasks.get(task_id)
-            if record is not None:
-                record.deliveries += 1
-                last = record.last
-            else:
-                self.tasks[task_id] = TaskRecord(command)
-                self.order.append(task_id)
-                last = None
-            self._lock.notify_all()
-        if record is not None:
-            if last is not None:
-                self._publish(last)
-            return
-        behavior = self.behavior(command)
+    def _execute(self, task: Task) -> None:
+        """The handler of every operation (the helper runs it once per task_id); it returns
+        at once: timers and world threads send the later callbacks."""
+        behavior = self.behavior(task.command)
         if behavior.kind == "silent":
             return
         if behavior.kind == "instant":
-            self._instant(task_id, command)
+            self._instant(task)
             return
         if behavior.kind in ("auto", "duplicate", "out_of_order"):
-            self._run_in_world(task_id, command, behavior.kind)
+            self._run_in_world(task, behavior.kind)
             return
-        self._later(task_id, 0.0, "RUNNING")
-        finals = {
-            "complete": "COMPLETED",
-            "fail": "FAILED",
-            "block": "BLOCKED",
-            "needs_input": "NEEDS_USER_INPUT",
-        }
-        if behavior.kind in finals:
-            self._later(task_id, behavior.after_s / 2, "PROGRESS", progress=50)
+        self._send(task, "RUNNING", {})
+        if behavior.kind in FINALS:
+            self._later(task, behavior.after_s / 2, "PROGRESS", progress=50)
             evidence = (
                 behavior.evidence
                 if behavior.evidence is not None
-                else (default_evidence(command) if behavior.kind == "complete" else None)
+                else (default_evidence(task.command) if behavior.kind == "complete" else None)
             )
-            self._later(
-                task_id,
-                behavior.after_s,
-                finals[behavior.kind],
-                reason=behavior.reason,
-                evidence=evidence,
-            )
+            final = FINALS[behavior.kind]
+            self._later(task, behavior.after_s, final, reason=behavior.reason, evidence=evidence)
 
-    def _run_in_world(self, task_id: str, command: dict[str, Any], kind: str) -> None:
-        plan = self.world.plan(command)
+    def _run_in_world(self, task: Task, kind: str) -> None:
+        plan = self.world.plan(task.command)
         steps: list[tuple[float, str, dict[str, Any]]] = [(0.0, "RUNNING", {})]
         if plan.fail_reason:
             steps.append((0.0, "FAILED", {"reason": plan.fail_reason}))
@@ -200,38 +188,53 @@ class DeviceAgents:
                 (plan.duration_s, "COMPLETED", {"progress": 100, "evidence": plan.evidence})
             )
         worker = threading.Thread(
-            target=self._play, daemon=True, args=(task_id, steps, plan.apply, kind)
+            target=self._play, daemon=True, args=(task, steps, plan.apply, kind)
         )
         worker.start()
 
     def _play(
         self,
-        task_id: str,
+        task: Task,
         steps: list[tuple[float, str, dict[str, Any]]],
         apply: Callable[[], None],
         kind: str,
     ) -> None:
         """Publish a task's callbacks in order, each at its time, unless it is cancelled."""
         start = time.monotonic()
+        held: dict[str, Any] | None = None
         for at, status, extra in steps:
             time.sleep(max(0.0, start + at - time.monotonic()))
-            body = self._advance(task_id, status, extra, apply if status == "COMPLETED" else None)
-            if body is None:
-                return
-            if kind == "out_of_order" and status == "PROGRESS" and extra.get("progress") == 75:
-                held = body  # sent after COMPLETED, with its lower seq
-                continue
-            self._publish(body)
-            if kind == "duplicate":
-                self._publish(body)
-            if status == "COMPLETED" and kind == "out_of_order":
-                self._publish(held)
+            late = kind == "out_of_order" and status == "PROGRESS" and extra["progress"] == 75
+            with self._lock:
+                if self.tasks[task.task_id].cancelled:
+                    return
+                if status == "COMPLETED":
+                    apply()
+                if late:  # numbered now, sent after COMPLETED with its lower seq
+                    held = task.callback(status, **extra)
+                    continue
+                self._send(task, status, extra)
+                if kind == "duplicate" and task.last is not None:
+                    self.agent.publish_callback(task.last)
+                if status == "COMPLETED" and held is not None:
+                    self.agent.publish_callback(held)
         if steps[-1][1] == "COMPLETED":
             self.publish_context()
 
+    def _send(self, task: Task, status: str, extra: dict[str, Any]) -> None:
+        """The task's next callback (seq + 1), unless a cancel arrived first."""
+        with self._lock:
+            if self.tasks[task.task_id].cancelled:
+                return
+            task.report(status, **extra)
+            self._lock.notify_all()
+
     def publish_context(self, client: paho.Client | None = None) -> None:
         """`P/device/context`, retained: the latest state of the robot."""
-        (client or self.client).publish(
+        if client is None:
+            self.agent.publish("device/context", self.world.context(), retain=True)
+            return
+        client.publish(
             f"{self.root}/device/context",
             json.dumps(self.world.context(), ensure_ascii=False),
             qos=1,
@@ -244,86 +247,33 @@ class DeviceAgents:
         body: dict[str, Any] = {"event_id": event_id, "kind": "cancel"}
         if workflow_id:
             body["workflow_id"] = workflow_id
-        self.client.publish(f"{self.root}/pui/event", json.dumps(body), qos=1)
+        self.agent.publish("pui/event", body)
         return event_id
 
-    def _instant(self, task_id: str, command: dict[str, Any]) -> None:
-        """RUNNING and COMPLETED at once, from the network thread (for benchmarks)."""
-        with self._lock:
-            record = self.tasks[task_id]
-            record.seq = 2
-            final = _callback(task_id, 2, "COMPLETED", 100, None, default_evidence(command))
-            record.last = final
-        self._publish(_callback(task_id, 1, "RUNNING", None, None, None))
-        self.completed_at[task_id] = time.monotonic()
-        self._publish(final)
+    def _instant(self, task: Task) -> None:
+        """RUNNING and COMPLETED at once (for benchmarks)."""
+        task.running()
+        self.completed_at[task.task_id] = time.monotonic()
+        task.completed(default_evidence(task.command))
 
-    def _advance(
-        self,
-        task_id: str,
-        status: str,
-        extra: dict[str, Any],
-        before: Callable[[], None] | None = None,
-    ) -> dict[str, Any] | None:
-        """The task's next callback (seq + 1), or None once it was cancelled."""
-        with self._lock:
-            record = self.tasks[task_id]
-            if record.cancelled:
-                return None
-            if before is not None:
-                before()
-            record.seq += 1
-            record.last = _callback(task_id, record.seq, status, **extra)
-            return record.last
-
-    def _later(self, task_id: str, delay: float, status: str, **extra: Any) -> None:
-        def fire() -> None:
-            body = self._advance(task_id, status, extra)
-            if body is not None:
-                self._publish(body)
-
-        timer = threading.Timer(delay, fire)
+    def _later(self, task: Task, delay: float, status: str, **extra: Any) -> None:
+        timer = threading.Timer(delay, self._send, args=(task, status, extra))
         timer.daemon = True
-        self.tasks[task_id].timers.append(timer)
-        timer.start()
-
-    def _cancel(self, body: dict[str, Any]) -> None:
-        task_id = str(body.get("task_id"))
         with self._lock:
-            self.cancels.append(body)
-            record = self.tasks.get(task_id)
-            if record is None or record.cancelled:
-                self._lock.notify_all()
+            record = self.tasks[task.task_id]
+            if record.cancelled:
                 return
-            record.cancelled = True
-            for timer in record.timers:
-                timer.cancel()
-            record.seq += 1
-            final = _callback(task_id, record.seq, "CANCELLED", None, body.get("reason"), None)
-            record.last = final
-            self._lock.notify_all()
-        self._publish(final)
-
-    def _publish(self, body: dict[str, Any]) -> None:
-        self.client.publish(
-            f"{self.root}/task/callback", json.dumps(body, ensure_ascii=False), qos=1
-        )
+            record.timers.append(timer)
+        timer.start()
 
     def complete(self, task_id: str, evidence: dict[str, Any] | None = None) -> None:
         """Finish a held task now (tests drive `hold` behaviour by hand)."""
         with self._lock:
-            record = self.tasks[task_id]
-            record.seq += 1
-            body = _callback(
-                task_id,
-                record.seq,
-                "COMPLETED",
-                100,
-                None,
-                evidence or default_evidence(record.command),
+            task = self.tasks[task_id].task
+            task.report(
+                "COMPLETED", progress=100, evidence=evidence or default_evidence(task.command)
             )
-            record.last = body
-        self._publish(body)
+            self._lock.notify_all()
 
     def wait_for(self, predicate: Callable[[DeviceAgents], bool], timeout_s: float = 10.0) -> None:
         with self._lock:
@@ -339,5 +289,4 @@ class DeviceAgents:
             return {task_id: record.deliveries for task_id, record in self.tasks.items()}
 
     def close(self) -> None:
-        self.client.disconnect()
-        self.client.loop_stop()
+        self.agent.close()

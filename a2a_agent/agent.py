@@ -1,0 +1,458 @@
+"""`DeviceAgent`: the MQTT side of a device agent (SPEC §2, §2.1, §2.2, §2.4), so a device team
+writes only what its device does.
+
+Threads, and why: paho's network thread runs none of a team's code, so nothing a team writes
+can stall or kill it (Mosquitto stops sending after 20 unacknowledged messages). It keeps the
+subscriptions itself — the SUBSCRIBE must leave in the CONNACK callback, before paho re-sends
+the callbacks it kept while disconnected: a COMPLETED that reached the runtime first would have
+it send the next command to a session without subscriptions, and that command would be lost —
+and hands every message to one dispatcher thread. The dispatcher takes inbound messages one at
+a time, in arrival order — dedupe, the RUNNING sent on receipt, a cancel after its command —
+and runs handlers and cancel hooks on a small pool the agent owns, so a handler that blocks for
+the whole task delays neither the next command nor the ack of another.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import queue
+import socket
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import paho.mqtt.client as paho
+from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
+
+from a2a_agent.task import Refusal, Task
+
+log = logging.getLogger("a2a_agent")
+
+Handler = Callable[[Task], object]  # what it returns is ignored
+RefusalHook = Callable[[Refusal, Task | None], None]
+InboundHook = Callable[[str, dict[str, Any], Task | None], None]
+ConnectHook = Callable[[bool], None]
+ANY = "*"
+
+
+@dataclass(frozen=True)
+class _Route:
+    handler: Handler
+    on_cancel: Handler | None
+    evidence: frozenset[str] | None
+    inline: bool
+
+
+def _no_delay(_client: paho.Client, _userdata: Any, sock: Any) -> None:
+    """Nagle off: a PUBACK then a PUBLISH would otherwise wait ~40 ms for a delayed ACK."""
+    with contextlib.suppress(OSError, AttributeError):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class DeviceAgent:
+    """Serves the capabilities registered with `handle()` for the robot whose topic root is
+    `root` (`P = <topic_prefix>/<device_id>`, e.g. `a2a/robot-001`).
+
+    `client_id` names the persistent session (MQTT 5 clean_start=false with
+    `session_expiry_s`, or 3.1.1 clean_session=false): commands sent while the agent restarts
+    wait in the broker. `auto_running` sends RUNNING the moment a command arrives, well within
+    its `ack_deadline`; turn it off to send RUNNING yourself. Commands past their `deadline`
+    are dropped (`drop_expired`; MQTT 3.1.1 brokers keep them). `history` bounds how many ended
+    tasks are remembered for dedupe.
+    """
+
+    def __init__(
+        self,
+        root: str,
+        *,
+        client_id: str,
+        host: str = "127.0.0.1",
+        port: int = 1883,
+        protocol: str = "5",
+        session_expiry_s: int = 86400,
+        keepalive_s: int = 10,
+        reconnect_max_s: float = 5.0,
+        tls: tuple[str, str | None, str | None] | None = None,
+        auth: tuple[str, str | None] | None = None,
+        auto_running: bool = True,
+        drop_expired: bool = True,
+        workers: int = 4,
+        history: int = 1000,
+        on_refusal: RefusalHook | None = None,
+        on_inbound: InboundHook | None = None,
+        on_connect: ConnectHook | None = None,
+        clock: Callable[[], datetime] = _utcnow,
+    ) -> None:
+        self.root = root.rstrip("/")
+        self._host, self._port, self._keepalive = host, port, keepalive_s
+        self._session_expiry_s = session_expiry_s
+        self._auto_running, self._drop_expired = auto_running, drop_expired
+        self._history = history
+        self._hooks = (on_refusal, on_inbound, on_connect)
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._routes: dict[tuple[str, str], _Route] = {}
+        self._tasks: OrderedDict[str, Task] = OrderedDict()
+        self._events: queue.SimpleQueue[tuple[Any, ...] | None] = queue.SimpleQueue()
+        self._sub_lock = threading.Lock()  # the next three: paho's thread and handle()
+        self._session: set[str] = set()  # topics the broker's session is known to hold
+        self._pending: dict[int, list[str]] = {}  # SUBSCRIBE mid -> its topics
+        self._ready = threading.Event()
+        self._refused: str | None = None  # why the broker refused the connect or a SUBSCRIBE
+        self._connected = False
+        self._pool = ThreadPoolExecutor(workers, thread_name_prefix="a2a-agent")
+        self._dispatcher = threading.Thread(
+            target=self._dispatch, name="a2a-agent-dispatch", daemon=True
+        )
+        self._client = self._make_client(client_id, protocol, tls, auth, reconnect_max_s)
+
+    def _make_client(
+        self,
+        client_id: str,
+        protocol: str,
+        tls: tuple[str, str | None, str | None] | None,
+        auth: tuple[str, str | None] | None,
+        reconnect_max_s: float,
+    ) -> paho.Client:
+        v5 = protocol == "5"
+        client = paho.Client(
+            callback_api_version=CallbackAPIVersion.VERSION2,
+            client_id=client_id,
+            protocol=MQTTProtocolVersion.MQTTv5 if v5 else MQTTProtocolVersion.MQTTv311,
+            clean_session=None if v5 else False,
+        )
+        client.suppress_exceptions = True
+        if tls is not None:
+            client.tls_set(ca_certs=tls[0], certfile=tls[1], keyfile=tls[2])
+        if auth is not None:
+            client.username_pw_set(*auth)
+        client.reconnect_delay_set(1, max(1, round(reconnect_max_s)))
+        client.on_socket_open = _no_delay
+        put = self._events.put
+        client.on_connect = lambda _c, _u, flags, rc, _p: self._on_connect(flags, rc)
+        client.on_subscribe = lambda _c, _u, mid, codes, _p: self._on_suback(mid, codes)
+        client.on_disconnect = lambda _c, _u, _f, _rc, _p: self._on_disconnect()
+        client.on_message = lambda _c, _u, m: put(("message", m.topic, m.payload, time.monotonic()))
+        self._v5 = v5
+        return client
+
+    # --- the team's side ----------------------------------------------------------------------
+    def handle(
+        self,
+        capability_id: str,
+        operation_id: str,
+        handler: Handler,
+        *,
+        on_cancel: Handler | None = None,
+        evidence: Iterable[str] | None = None,
+        inline: bool = False,
+    ) -> None:
+        """Serve `capability_id.operation_id` (`"*"` for any) with `handler(task)`, run on the
+        agent's pool once per task_id. The handler may report everything and return, or return
+        at once and report later from any thread. `on_cancel(task)` runs when the runtime
+        cancels the task; CANCELLED is reported when it returns (not when it raises: the
+        runtime then escalates to the capability's safe_stop). `evidence` is the operation's
+        `terminal_evidence` allowlist (catalog.json): other keys are dropped before sending.
+        `inline` runs a handler that never blocks (it reports at once or hands the work to its
+        own thread) on the dispatcher itself, a thread hop sooner; one that blocks there holds
+        up every command and cancel behind it."""
+        keys = None if evidence is None else frozenset(evidence)
+        route = _Route(handler, on_cancel, keys, inline)
+        with self._lock:
+            self._routes[(capability_id, operation_id)] = route
+        if self._connected:
+            self._subscribe()
+
+    def start(self, timeout_s: float = 10.0) -> DeviceAgent:
+        """Connect and wait until subscribed; raises ConnectionError when the broker refuses
+        (bad credentials, an ACL that denies a topic) or cannot be reached in time."""
+        if not self._dispatcher.is_alive():
+            self._dispatcher.start()
+            props = None
+            if self._v5:
+                props = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
+                props.SessionExpiryInterval = self._session_expiry_s
+            self._client.connect_async(
+                self._host,
+                self._port,
+                self._keepalive,
+                clean_start=False if self._v5 else paho.MQTT_CLEAN_START_FIRST_ONLY,
+                properties=props,
+            )
+            self._client.loop_start()
+        if not self._ready.wait(timeout_s) or self._refused:
+            why = self._refused or f"not connected and subscribed within {timeout_s}s"
+            raise ConnectionError(f"device agent {self.root}: {why}")
+        return self
+
+    def wait_ready(self, timeout_s: float) -> bool:
+        """Until connected with every subscription acknowledged (again after a reconnect
+        that lost the session); False when that did not happen within `timeout_s` or the
+        broker refused."""
+        return self._ready.wait(timeout_s) and self._refused is None
+
+    def __enter__(self) -> DeviceAgent:
+        return self.start()
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Disconnect (the session stays for `session_expiry_s`) and stop the threads; handlers
+        still running are not waited for."""
+        self._client.disconnect()
+        self._client.loop_stop()
+        self._events.put(None)
+        if self._dispatcher.is_alive():
+            self._dispatcher.join(5)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    @property
+    def connected(self) -> bool:
+        return self._connected
+
+    def task(self, task_id: str) -> Task | None:
+        with self._lock:
+            return self._tasks.get(task_id)
+
+    def publish_callback(self, body: Mapping[str, Any]) -> None:
+        """Send a callback body as it is, with no `seq` bookkeeping: `Task` reports use it;
+        call it yourself only to break the protocol on purpose (tests of the runtime)."""
+        self.publish("task/callback", body)
+
+    def publish(
+        self, kind: str, body: Mapping[str, Any], *, qos: int = 1, retain: bool = False
+    ) -> None:
+        """Publish JSON on `P/<kind>` (e.g. `device/context`, retained). Thread-safe; while
+        disconnected paho keeps QoS 1 messages and sends them on reconnect."""
+        data = json.dumps(body, ensure_ascii=False).encode("utf-8")
+        self._client.publish(f"{self.root}/{kind}", data, qos=qos, retain=retain)
+
+    # --- the dispatcher -----------------------------------------------------------------------
+    def _dispatch(self) -> None:
+        while (event := self._events.get()) is not None:
+            try:
+                self._take(event)
+            except Exception:  # a bug here must not end the agent
+                log.exception("device agent: %s not handled", event[0])
+
+    def _take(self, event: tuple[Any, ...]) -> None:
+        if event[0] == "message":
+            self._take_message(event[1], bytes(event[2]), event[3])
+        elif event[0] == "connected":
+            self._call(self._hooks[2], event[1])
+
+    # --- the session's subscriptions (paho's thread) ------------------------------------------
+    def _on_connect(self, flags: Any, reason: Any) -> None:
+        if reason.is_failure:
+            self._refused = f"broker refused the connection: {reason}"
+            self._ready.set()
+            log.error("device agent %s: %s", self.root, self._refused)
+            return
+        with self._sub_lock:
+            self._connected = True
+            self._refused = None  # accepted now: an earlier refusal is over
+            if not flags.session_present:  # a new or lost session: no subscriptions
+                self._session.clear()
+        self._subscribe()
+        self._events.put(("connected", bool(flags.session_present)))
+
+    def _on_disconnect(self) -> None:
+        with self._sub_lock:
+            self._connected = False
+            self._ready.clear()
+            self._pending.clear()  # SUBACKs of a lost connection never come
+
+    def _wanted(self) -> list[str]:
+        with self._lock:
+            capabilities = {capability for capability, _op in self._routes}
+        names = ["+"] if ANY in capabilities else sorted(capabilities)
+        topics = [f"{self.root}/task/{k}/{name}" for name in names for k in ("command", "cancel")]
+        return [*topics, f"{self.root}/runtime/error"]
+
+    def _subscribe(self) -> None:
+        wanted = self._wanted()
+        with self._sub_lock:
+            asked = {topic for topics in self._pending.values() for topic in topics}
+            missing = [t for t in wanted if t not in self._session and t not in asked]
+            if missing:
+                self._ready.clear()
+                _rc, mid = self._client.subscribe([(topic, 1) for topic in missing])
+                if mid is not None:  # None: not connected; the next connect asks again
+                    self._pending[mid] = missing
+            elif not self._pending:
+                self._ready.set()
+
+    def _on_suback(self, mid: int, codes: list[Any]) -> None:
+        with self._sub_lock:
+            self._take_suback(mid, codes)
+
+    def _take_suback(self, mid: int, codes: list[Any]) -> None:
+        topics = self._pending.pop(mid, [])
+        for topic, code in zip(topics, codes, strict=False):
+            if not code.is_failure:
+                self._session.add(topic)
+            elif topic.endswith("/runtime/error"):  # the agent works without; it is told less
+                log.warning("device agent: %s denied (%s): refusals go unseen", topic, code)
+                self._session.add(topic)  # not asked again on every reconnect
+            else:
+                self._refused = f"broker refused the subscription to {topic}: {code}"
+                log.error("device agent %s: %s", self.root, self._refused)
+        if not self._pending:
+            self._ready.set()
+
+    def _take_message(self, topic: str, payload: bytes, received_at: float) -> None:
+        try:
+            body = json.loads(payload.decode("utf-8"))
+        except ValueError:
+            log.warning("device agent: %s is not JSON; ignored", topic)
+            return
+        if not isinstance(body, dict):
+            log.warning("device agent: %s is not a JSON object; ignored", topic)
+        elif topic == f"{self.root}/runtime/error":
+            self._take_refusal(body)
+        elif topic.startswith(f"{self.root}/task/command/"):
+            self._take_command(topic, body, received_at)
+        elif topic.startswith(f"{self.root}/task/cancel/"):
+            self._take_cancel(body)
+
+    def _take_command(self, topic: str, body: dict[str, Any], received_at: float) -> None:
+        task_id = body.get("task_id")
+        if not isinstance(task_id, str) or not task_id:
+            log.warning("device agent: command without task_id on %s; ignored", topic)
+            return
+        if self._redelivered(task_id, body):
+            return
+        body.setdefault("capability_id", topic.rsplit("/", 1)[-1])
+        route = self._route(str(body["capability_id"]), str(body.get("operation_id")))
+        task = Task(
+            body,
+            lock=self._lock,
+            send=self.publish_callback,
+            clock=self._clock,
+            evidence_keys=route.evidence if route else None,
+            received_at=received_at,
+        )
+        if self._drop_expired and task.deadline is not None and task.deadline <= self._clock():
+            log.info("device agent: command %s arrived past its deadline; dropped", task_id)
+            return
+        self._remember(task)
+        self._call(self._hooks[1], "command", body, task)
+        if self._auto_running:
+            task.running()
+        if route is None:
+            task.failed("unsupported_operation")
+        elif route.inline:
+            self._run(route.handler, task)
+        else:
+            self._pool.submit(self._run, route.handler, task)
+
+    def _redelivered(self, task_id: str, body: dict[str, Any]) -> bool:
+        """A command seen before (same task_id; a re-dispatch has a higher `attempt`) is not
+        executed again: its latest callback goes out once more, in case the runtime lost it."""
+        with self._lock:
+            task = self._tasks.get(task_id)
+            if task is None:
+                return False
+            task.deliveries += 1
+            attempt = body.get("attempt")
+            if isinstance(attempt, int) and attempt > task.attempt:
+                task.attempt = attempt
+            if task.last is not None:
+                self.publish_callback(task.last)
+        self._call(self._hooks[1], "command", body, task)
+        return True
+
+    def _remember(self, task: Task) -> None:
+        with self._lock:
+            self._tasks[task.task_id] = task
+            if len(self._tasks) > self._history:
+                ended = [t for t, known in self._tasks.items() if known.terminal]
+                for task_id in ended[: len(self._tasks) - self._history]:
+                    del self._tasks[task_id]
+
+    def _route(self, capability_id: str, operation_id: str) -> _Route | None:
+        with self._lock:
+            for key in ((capability_id, operation_id), (capability_id, ANY), (ANY, ANY)):
+                if key in self._routes:
+                    return self._routes[key]
+        return None
+
+    def _run(self, handler: Handler, task: Task) -> None:
+        try:
+            handler(task)
+        except Exception as exc:
+            # the message may carry what the device saw: it stays in the local log
+            log.exception("handler of %s raised", task.task_id)
+            task.failed(f"handler_error:{type(exc).__name__}")
+
+    def _take_cancel(self, body: dict[str, Any]) -> None:
+        task = self.task(str(body.get("task_id")))
+        self._call(self._hooks[1], "cancel", body, task)
+        if task is None:
+            log.info("device agent: cancel for unknown task %s", body.get("task_id"))
+            return
+        with self._lock:
+            if task.terminal or task.cancel_requested:
+                if task.last is not None and task.terminal:
+                    self.publish_callback(task.last)  # the end the runtime may have missed
+                return
+            reason = body.get("reason")
+            task._request_cancel(reason if isinstance(reason, str) else None)
+        route = self._route(task.capability_id, task.operation_id)
+        self._pool.submit(self._cancel, route.on_cancel if route else None, task)
+
+    def _cancel(self, hook: Handler | None, task: Task) -> None:
+        if hook is not None:
+            try:
+                hook(task)
+            except Exception:
+                log.exception("cancel hook of %s raised: CANCELLED not reported", task.task_id)
+                return
+        task.cancelled()
+
+    def _take_refusal(self, body: dict[str, Any]) -> None:
+        """A refusal of a callback: `ref` names the task and seq (SPEC §2.4). One without `ref`
+        (older runtimes) may be any agent's; it is passed on with no task."""
+        if body.get("topic") != f"{self.root}/task/callback":
+            return
+        ref = body.get("ref") if isinstance(body.get("ref"), dict) else None
+        task_id = ref.get("task_id") if ref else None
+        task = self.task(task_id) if isinstance(task_id, str) else None
+        if ref is not None and task is None:
+            return  # another agent's task
+        seq = ref.get("seq") if ref else None
+        refusal = Refusal(
+            error=str(body.get("error", "")),
+            detail=str(body.get("detail", "")),
+            task_id=task_id if isinstance(task_id, str) else None,
+            seq=seq if isinstance(seq, int) else None,
+            body=body,
+        )
+        log.warning("device agent: callback refused: %s (%s)", refusal.error, refusal.detail)
+        if task is not None:
+            with self._lock:
+                task.refusals.append(refusal)
+        if self._hooks[0] is not None:
+            self._pool.submit(self._call, self._hooks[0], refusal, task)
+
+    def _call(self, hook: Callable[..., None] | None, *args: Any) -> None:
+        if hook is None:
+            return
+        try:
+            hook(*args)
+        except Exception:
+            log.exception("device agent hook %r raised", hook)
