@@ -62,12 +62,11 @@ def workflow_ended(probe: MqttProbe, workflow_id: str, status: str) -> Any:
 
 
 def refusal(ran: Ran, error: str, task_id: str | None = None, seq: int | None = None) -> Any:
-    """The refusal `error` of a callback; its `ref` is checked when the runtime sends one
-    (SPEC §2.4; after the merge of `ref`, require it)."""
+    """The refusal `error` of a callback, with the `ref` of SPEC §2.4."""
     body = ran.probe.wait_for(
         ERRORS, lambda b: b.get("error") == error and b.get("topic") == CALLBACK_TOPIC
     )
-    if "ref" in body and task_id is not None:
+    if task_id is not None:
         assert body["ref"].get("task_id") == task_id and body["ref"].get("seq") == seq
     return body
 
@@ -78,8 +77,7 @@ def check_command(ran: Ran) -> None:
     assert command["args"] == {"room": "안방"} and command["capability_id"] == "mobility"
     issued, deadline = (datetime.fromisoformat(command[k]) for k in ("issued_at", "deadline"))
     assert issued < deadline
-    if "ack_deadline" in command:  # SPEC §2.1, being added: after the merge, require it
-        assert issued < datetime.fromisoformat(command["ack_deadline"]) <= deadline
+    assert issued < datetime.fromisoformat(command["ack_deadline"]) <= deadline  # SPEC §2.1
 
 
 def check_completed(ran: Ran) -> None:
@@ -122,9 +120,7 @@ CHECKS: dict[str, Callable[[Ran], Any]] = {
     "running": lambda ran: event(ran, "wf-doc:move", "RUNNING"),
     "progress": lambda ran: event(ran, "wf-doc:move", "PROGRESS"),
     "completed": check_completed,
-    # today a late callback is only logged; after the merge of `task_terminal` require
-    # refusal(ran, "task_terminal", "wf-doc:move", 4) here
-    "late": lambda ran: None,
+    "late": lambda ran: refusal(ran, "task_terminal", "wf-doc:move", 4),
     "ack-timeout": check_ack_timeout,
     "cancel": check_cancel,
     "unknown-task": lambda ran: refusal(ran, "unknown_task", "wf-nowhere:move", 1),
