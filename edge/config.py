@@ -165,6 +165,11 @@ class MetricsSettings(_Section):
     enabled: bool = False
     host: str = "127.0.0.1"
     port: int = Field(9464, ge=1, le=65535)
+    # bounds of edge/metrics_server.py: open connections (more are closed at once), the time a
+    # client has to send its whole request, and the size of request line + headers
+    max_connections: int = Field(64, ge=1, le=512)
+    request_timeout_s: float = Field(5.0, gt=0, le=60)
+    max_request_bytes: int = Field(8192, ge=1024, le=65536)
 
 
 class StorageSettings(_Section):

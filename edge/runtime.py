@@ -30,7 +30,7 @@ from edge.config import Settings, load_settings
 from edge.errors import ConfigError
 from edge.intake import Intake
 from edge.metrics import Labels
-from edge.metrics import serve as serve_metrics
+from edge.metrics_server import serve as serve_metrics
 from edge.mqtt import ChannelHandlers, LastWill, MqttChannel
 from edge.notify import Notifier
 from edge.policies import privacy_policy
@@ -157,8 +157,9 @@ class Runtime:
         gc.callbacks.append(self._gc_timer)
         self._notifier.ready(self._status_line())
         if self._settings.metrics.enabled:
-            metrics = self._settings.metrics
-            server = await serve_metrics(metrics.host, metrics.port, self._render_metrics)
+            server = await serve_metrics(
+                self._settings.metrics, self._render_metrics, self._app.metrics
+            )
             self._servers.append(server)
         background = [
             asyncio.create_task(self._intake.run()),
