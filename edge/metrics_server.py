@@ -26,7 +26,7 @@ import re
 from collections import Counter
 from collections.abc import Callable
 
-from edge.config import MetricsSettings
+from edge.config import MetricsSettings, is_loopback
 from edge.metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -222,4 +222,10 @@ async def serve(
         lambda: _Connection(bounds), settings.host, settings.port, backlog=BACKLOG
     )
     log.info("metrics on http://%s:%d/metrics", settings.host, settings.port)
+    if settings.allow_remote:  # at every start while it is allowed
+        log.warning(
+            "metrics.allow_remote = true: /metrics (no authentication) on %s, %s",
+            settings.host,
+            "loopback for now" if is_loopback(settings.host) else "reachable from other hosts",
+        )
     return server

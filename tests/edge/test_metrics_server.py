@@ -1,5 +1,5 @@
 """The bounds of the `/metrics` server, in-process (the real process is in
-tests/reliability/test_metrics_port.py)."""
+tests/reliability/test_metrics_port.py), and the config that guards its address."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from edge import metrics_server
-from edge.config import MetricsSettings
+from edge.config import MetricsSettings, load_settings
+from edge.errors import ConfigError
 from edge.metrics import Metrics
 from sim.broker import free_port
 
@@ -167,3 +168,29 @@ def test_a_failing_render_is_a_500_with_one_traceback(caplog: pytest.LogCaptureF
     asyncio.run(main())
     assert {a.split(b"\r\n", 1)[0] for a in answers} == {b"HTTP/1.1 500 Internal Server Error"}
     assert len([r for r in caplog.records if r.exc_info]) == 1
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2", "::1", "localhost"])
+def test_loopback_hosts_are_accepted(host: str) -> None:
+    assert load_settings(None, {"A2A_EDGE_METRICS__HOST": host}).metrics.host == host
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "", "192.168.1.20", "robot.local"])
+def test_other_hosts_need_allow_remote(host: str) -> None:
+    env = {"A2A_EDGE_METRICS__HOST": host}
+    with pytest.raises(ConfigError) as caught:
+        load_settings(None, env)
+    assert caught.value.key == "metrics.host"
+    assert "metrics.allow_remote = true" in str(caught.value)
+    allowed = load_settings(None, {**env, "A2A_EDGE_METRICS__ALLOW_REMOTE": "true"})
+    assert allowed.metrics.host == host
+
+
+def test_allow_remote_is_warned_about_at_every_start(caplog: pytest.LogCaptureFixture) -> None:
+    async def nothing(_: Metrics) -> None:
+        return None
+
+    with_server(settings(), nothing)
+    with_server(settings(allow_remote=True), nothing)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1 and warnings[0].startswith("metrics.allow_remote = true: ")
