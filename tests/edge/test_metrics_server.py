@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -194,3 +196,12 @@ def test_allow_remote_is_warned_about_at_every_start(caplog: pytest.LogCaptureFi
     with_server(settings(allow_remote=True), nothing)
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(warnings) == 1 and warnings[0].startswith("metrics.allow_remote = true: ")
+
+
+def test_the_unit_leaves_room_for_the_largest_cap() -> None:
+    unit = Path(__file__).parents[2] / "systemd" / "a2a-edge.service"
+    match = re.search(r"^LimitNOFILE=(\d+)$", unit.read_text(), re.MULTILINE)
+    assert match
+    field = MetricsSettings.model_fields["max_connections"]
+    (largest,) = [m.le for m in field.metadata if hasattr(m, "le")]
+    assert int(match.group(1)) >= 2 * largest
