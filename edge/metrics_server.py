@@ -3,7 +3,8 @@ explicit bounds, so that slow or hostile clients cannot take the process's descr
 
 - At most `max_connections` open at once; one more is closed at once (RST), before a byte is
   read. 1,100 clients trickling a header line every 3 s had filled all 1,024 descriptors of the
-  unbounded server, and the broker, the cloud and the DB then failed with EMFILE.
+  unbounded server: turns went `offline`, and asyncio logged an ERROR for every failed accept.
+  A cap that RLIMIT_NOFILE cannot hold (with RESERVE left over) is lowered at start.
 - A whole-request deadline (`request_timeout_s`) from accept, however the request trickles in;
   the response then gets the same time again to be taken.
 - Request line + headers at most `max_request_bytes` (431, then the rest is read and dropped
@@ -12,7 +13,7 @@ explicit bounds, so that slow or hostile clients cannot take the process's descr
 - Trouble is logged once per episode: a WARNING when it starts, an INFO line with the counts
   once it has been quiet for QUIET_S; `a2a_metrics_rejected_total{reason}` counts each case.
 
-A `asyncio.Protocol`, not streams: no task and no reader per connection, and every bound is a
+An `asyncio.Protocol`, not streams: no task and no reader per connection, and every bound is a
 plain check in a callback. prometheus_client was weighed and not taken: its server is a
 thread per connection with no cap, its summaries have no quantiles (ours do), and the render
 reads the state DB, which only the loop may touch.
@@ -23,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import resource
 from collections import Counter
 from collections.abc import Callable
 
@@ -33,8 +35,10 @@ log = logging.getLogger(__name__)
 
 QUIET_S = 10.0  # an episode ends after this long without a refused or dropped connection
 # the listen queue, and so how many connections one wake-up of the loop accepts (each holds a
-# descriptor until its refusal runs): open descriptors stay under max_connections + BACKLOG
+# descriptor until its refusal runs, a loop iteration later): the server's descriptors stay
+# under max_connections + a few BACKLOGs (measured: 3)
 BACKLOG = 16
+RESERVE = 128  # descriptors left to the rest of the runtime (~20) and to accept batches
 END_OF_HEAD = re.compile(rb"\r?\n\r?\n")
 REASONS = {
     "cap": "refused at the connection cap",
@@ -216,6 +220,7 @@ async def serve(
     settings: MetricsSettings, render: Callable[[], str], counters: Metrics
 ) -> asyncio.Server:
     """GET /metrics → `render()`; other paths 404, other methods 405; bounded as above."""
+    settings = fit_to_rlimit(settings, resource.getrlimit(resource.RLIMIT_NOFILE)[0])
     bounds = _Bounds(settings, render, counters)
     loop = asyncio.get_running_loop()
     server = await loop.create_server(
@@ -229,3 +234,18 @@ async def serve(
             "loopback for now" if is_loopback(settings.host) else "reachable from other hosts",
         )
     return server
+
+
+def fit_to_rlimit(settings: MetricsSettings, nofile: int) -> MetricsSettings:
+    """A cap the descriptor limit cannot hold would only move the exhaustion (and asyncio's
+    ERROR line for every refused accept) to the limit: lower it, and say so."""
+    room = max(1, nofile - RESERVE)
+    if nofile == resource.RLIM_INFINITY or settings.max_connections <= room:
+        return settings
+    log.warning(
+        "metrics: RLIMIT_NOFILE is %d: at most %d connections, not metrics.max_connections = %d",
+        nofile,
+        room,
+        settings.max_connections,
+    )
+    return settings.model_copy(update={"max_connections": room})

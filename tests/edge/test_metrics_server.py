@@ -205,3 +205,14 @@ def test_the_unit_leaves_room_for_the_largest_cap() -> None:
     field = MetricsSettings.model_fields["max_connections"]
     (largest,) = [m.le for m in field.metadata if hasattr(m, "le")]
     assert int(match.group(1)) >= 2 * largest
+
+
+def test_a_cap_the_descriptor_limit_cannot_hold_is_lowered(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    s = settings(max_connections=64)
+    assert metrics_server.fit_to_rlimit(s, 1024) is s
+    assert metrics_server.fit_to_rlimit(s, 160).max_connections == 32
+    assert caplog.messages == [
+        "metrics: RLIMIT_NOFILE is 160: at most 32 connections, not metrics.max_connections = 64"
+    ]
