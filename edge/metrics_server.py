@@ -34,9 +34,9 @@ from edge.metrics import Metrics
 log = logging.getLogger(__name__)
 
 QUIET_S = 10.0  # an episode ends after this long without a refused or dropped connection
-# the listen queue, and so how many connections one wake-up of the loop accepts (each holds a
-# descriptor until its refusal runs, a loop iteration later): the server's descriptors stay
-# under max_connections + a few BACKLOGs (measured: 3)
+# the listen queue, and so how many connections one loop iteration accepts; asyncio closes a
+# refused one three iterations after its accept, so the server holds at most
+# max_connections + 3 * BACKLOG descriptors (the reliability test met that figure exactly)
 BACKLOG = 16
 RESERVE = 128  # descriptors left to the rest of the runtime (~20) and to accept batches
 END_OF_HEAD = re.compile(rb"\r?\n\r?\n")
