@@ -6,6 +6,7 @@ and exits 2 with.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import tomllib
@@ -20,6 +21,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -194,8 +196,34 @@ class TaskManagerSettings(_Section):
 
 class MetricsSettings(_Section):
     enabled: bool = False
+    allow_remote: bool = False  # before `host`: its validator reads it
     host: str = "127.0.0.1"
     port: int = Field(9464, ge=1, le=65535)
+    # bounds of edge/metrics_server.py: open connections (more are closed at once), the time a
+    # client has to send its whole request, and the size of request line + headers
+    max_connections: int = Field(64, ge=1, le=512)
+    request_timeout_s: float = Field(5.0, gt=0, le=60)
+    max_request_bytes: int = Field(8192, ge=1024, le=65536)
+
+    @field_validator("host")
+    @classmethod
+    def _loopback_unless_allowed(cls, value: str, info: ValidationInfo) -> str:
+        if not is_loopback(value) and not info.data.get("allow_remote", False):
+            raise ValueError(
+                f"{value!r} is not a loopback address; the endpoint is for this robot only"
+                " (set metrics.allow_remote = true to serve other hosts)"
+            )
+        return value
+
+
+def is_loopback(host: str) -> bool:
+    """`localhost`, 127.0.0.0/8 or ::1; a name other than localhost could be anything."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 class StorageSettings(_Section):

@@ -1,16 +1,11 @@
-"""An optional Prometheus text endpoint on localhost (`[metrics] enabled = true`), off by
-default: counters and summaries kept in memory (always, they are cheap), gauges read when
-scraped. Summaries give quantiles over their latest `WINDOW` observations."""
+"""What the optional Prometheus endpoint (`[metrics] enabled = true`, served by
+edge/metrics_server.py) shows: counters and summaries kept in memory (always, they are cheap),
+gauges read when scraped. Summaries give quantiles over their latest `WINDOW` observations."""
 
 from __future__ import annotations
 
-import asyncio
-import logging
 from array import array
 from collections import defaultdict
-from collections.abc import Callable
-
-log = logging.getLogger(__name__)
 
 WINDOW = 2048
 QUANTILES = (0.5, 0.9, 0.99)
@@ -85,33 +80,3 @@ def _labels(labels: Labels) -> str:
     if not labels:
         return ""
     return "{" + ",".join(f'{k}="{v}"' for k, v in labels) + "}"
-
-
-async def serve(host: str, port: int, render: Callable[[], str]) -> asyncio.Server:
-    """GET /metrics → the text; anything else 404. One short request per connection."""
-
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            request = await asyncio.wait_for(reader.readline(), 5)
-            while (await asyncio.wait_for(reader.readline(), 5)) not in (b"\r\n", b"\n", b""):
-                pass
-            if request.split(b" ")[:2] == [b"GET", b"/metrics"]:
-                body, status = render().encode(), b"200 OK"
-            else:
-                body, status = b"not found\n", b"404 Not Found"
-            writer.write(
-                b"HTTP/1.1 " + status + b"\r\nContent-Type: text/plain; version=0.0.4"
-                b"\r\nContent-Length: "
-                + str(len(body)).encode()
-                + b"\r\nConnection: close\r\n\r\n"
-                + body
-            )
-            await writer.drain()
-        except (TimeoutError, ConnectionError) as exc:
-            log.debug("metrics request dropped: %s", exc)
-        finally:
-            writer.close()
-
-    server = await asyncio.start_server(handle, host, port)
-    log.info("metrics on http://%s:%d/metrics", host, port)
-    return server

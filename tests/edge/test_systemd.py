@@ -78,6 +78,7 @@ def test_unit_has_the_required_settings() -> None:
         "SystemCallFilter=@system-service",
         "CapabilityBoundingSet=\n",
         "UMask=0077",
+        "LimitNOFILE=",
     ):
         assert line in text, line
 
