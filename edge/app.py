@@ -148,8 +148,12 @@ class DeviceApp:
         }
         if ref:
             body["ref"] = ref
-        if self._wire is not None:
+        if self._wire is None:
+            return
+        try:  # a refusal must never fail in its turn: the intake would stop
             self._wire.publish(self.topics.runtime_error, jsonx.dumps(body).encode(), qos=0)
+        except Exception:
+            log.exception("refusal on %s could not be published", topic)
 
     def reject_turn(self, payload: bytes, refusal: Refusal) -> None:
         """A refused `P/turn/request` whose `turn_id` can be read is answered all the same."""
@@ -289,7 +293,10 @@ class DeviceApp:
         if command == "memory.revoke":
             return self._revoke(args.get("key"))
         if command == "sync.replay":
-            return self._sync_replay(bool(args.get("requeue_dead")))
+            requeue = args.get("requeue_dead", False)
+            if not isinstance(requeue, bool):
+                return {"ok": False, "error": "args.requeue_dead must be true or false"}
+            return self._sync_replay(requeue)
         return {"ok": False, "error": f"{command} is not supported by this build yet"}
 
     def _cancel(self, workflow_id: Any) -> dict[str, Any]:

@@ -87,6 +87,7 @@ class TurnInputs:
         self.device_context: dict[str, Any] = memory.state("device_context", {}) or {}
         self._turn_lock = asyncio.Lock()
         self.in_flight: set[asyncio.Task[None]] = set()  # turns waiting on the cloud
+        self._repeats: dict[str, int] = {}  # turn_id being answered -> arrivals since the first
 
     def take_turn(self, msg: TurnRequestMsg, arrival: Arrival) -> None:
         """Commit the utterance (with its dedupe mark) before the cloud is asked, so it is kept
@@ -124,6 +125,7 @@ class TurnInputs:
             msg.spoken_at,
             expires,
         )
+        self._repeats.setdefault(msg.turn_id, 0)  # at once: a repeat may share the batch
         self.after_commit(partial(self._start_answer, turn))
 
     def _again(self, turn_id: str, same_words: bool, answer: dict[str, Any] | None) -> None:
@@ -134,7 +136,10 @@ class TurnInputs:
             log.info("turn %s is a repeat; its answer goes again", turn_id)
             with self.unit():
                 self.outbox.enqueue(self.topics.turn_response, answer)
-        else:  # still waiting on the cloud (its answer is on the way), or forgotten since
+        elif turn_id in self._repeats:  # still waiting on the cloud: answered when it is
+            log.info("turn %s came again while it is answered; it gets the answer too", turn_id)
+            self._repeats[turn_id] += 1
+        else:  # taken in by an earlier run and forgotten since, or still being recovered
             log.info("turn %s is a redelivery; already taken in", turn_id)
 
     def _stale(
@@ -323,5 +328,8 @@ class TurnInputs:
             self._respond(response_body(turn_id, status, text, error=reason))
 
     def _respond(self, body: dict[str, Any]) -> None:
-        self.outbox.enqueue(self.topics.turn_response, body)
-        self.dedupe.answered(f"turn:{body['turn_id']}", body)  # a repeat gets it again
+        turn_id = body["turn_id"]
+        for _arrival in range(1 + self._repeats.get(turn_id, 0)):  # once per arrival (SPEC 2.4)
+            self.outbox.enqueue(self.topics.turn_response, body)
+        self.dedupe.answered(f"turn:{turn_id}", body)  # a later repeat gets it again
+        self.after_commit(partial(self._repeats.pop, turn_id, None))

@@ -43,6 +43,7 @@ class Intake:
         self._fatal = fatal
         self._debug = os.environ.get("A2A_DEBUG_HOOKS") == "1"  # tests: faults on purpose
         self.accepting = True
+        self.failures = 0  # batches that failed with a bug of ours (health reports them)
         self._held: list[Inbound] = []  # what the DB could not take yet, in arrival order
         self._retry_handle: asyncio.TimerHandle | None = None
         self._retry_delay = HOLD_RETRY_MIN_S
@@ -62,7 +63,11 @@ class Intake:
         async for batch in self._channel.batches(MAX_BATCH):
             if not self.accepting:
                 return  # not acked: the broker keeps them for our next session
-            self._take_batch(batch)
+            try:
+                self._take_batch(batch)
+            except Exception:  # a bug of ours: counted and reported, the intake goes on
+                self.failures += 1
+                log.exception("inbound batch failed; its messages stay unacknowledged")
 
     def _take_batch(self, messages: Iterable[Inbound]) -> None:
         """Group commit: the messages (and what arrives meanwhile, up to MAX_BATCH) in one

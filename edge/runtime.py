@@ -100,6 +100,7 @@ class Runtime:
         self._heartbeat_error = ""
         self._published_problems: list[str] = []
         self._exit_code = 0
+        self._intake_task: asyncio.Task[None] | None = None
 
     # --- life cycle -------------------------------------------------------------------------
     def _status(self, state: str) -> bytes:
@@ -150,8 +151,9 @@ class Runtime:
                 self._settings.metrics, self._render_metrics, self._app.metrics
             )
             self._servers.append(server)
+        self._intake_task = asyncio.create_task(self._intake.run())
         background = [
-            asyncio.create_task(self._intake.run()),
+            self._intake_task,
             asyncio.create_task(self._watchdog()),
             asyncio.create_task(app.run_timer()),
             asyncio.create_task(app.run_reporter()),
@@ -331,6 +333,9 @@ class Runtime:
             except Exception:  # a DB that does not answer means unhealthy: no ping
                 log.exception("watchdog: state DB does not answer")
                 continue
+            if self._intake_task is not None and self._intake_task.done():
+                log.error("watchdog: the inbound intake stopped; no ping (systemd restarts)")
+                continue
             if now - beat >= HEARTBEAT_EVERY_S:
                 beat = now
                 self._heartbeat()  # degraded (not unhealthy) when the DB refuses writes
@@ -388,6 +393,10 @@ class Runtime:
     def _problems(self) -> list[str]:
         """What makes the service degraded now (empty: healthy)."""
         problems = []
+        if self._intake_task is not None and self._intake_task.done() and not self._stop.is_set():
+            problems.append("inbound intake stopped: nothing more is taken in")
+        if self._intake.failures:
+            problems.append(f"{self._intake.failures} inbound batches failed (see the log)")
         if self._intake.held:
             problems.append(f"state DB refuses writes: {self._intake.held} inbound messages held")
         if self._heartbeat_error:

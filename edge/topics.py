@@ -193,7 +193,19 @@ def decode_object(payload: bytes, max_bytes: int) -> dict[str, Any] | Refusal:
         return Refusal("invalid_json", str(exc).split(":")[0][:200])
     if not isinstance(value, dict):
         return Refusal("not_an_object", f"payload is a JSON {type(value).__name__}, not an object")
+    if "\\u" in text and not _is_text(value):
+        return Refusal("invalid_json", "a \\u escape makes a lone surrogate: not Unicode text")
     return value
+
+
+def _is_text(value: Any) -> bool:
+    """No lone surrogate (`"\\ud800"`) anywhere: such a string can be neither stored nor
+    sent again as UTF-8, so it must not get past the gate (it silenced the runtime once)."""
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except (UnicodeEncodeError, RecursionError):
+        return False
+    return True
 
 
 def _finite(value: Any, depth: int = 0) -> bool:

@@ -51,6 +51,8 @@ def staleness(
         return f"its MQTT message expired {time.perf_counter() - expires_at:.1f}s ago"
     if spoken_at is not None:
         waited = (now - spoken_at).total_seconds()
+        if -waited > max_age_s:  # same robot, same clock: a wrong clock must not pass as fresh
+            return f"spoken_at is {-waited:.1f}s in the future"
     if waited > max_age_s:
         return f"spoken {waited:.1f}s ago, more than turn_max_age_s {max_age_s:g}"
     return None

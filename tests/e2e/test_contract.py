@@ -181,3 +181,20 @@ def test_every_pui_press_gets_a_result(
     results = [b for b in probe.messages(PUI_RESULT) if b["event_id"] == "p-2"]
     assert results[0] == results[1]
     assert json.dumps(results[0], ensure_ascii=False)
+
+
+def test_a_repeat_while_the_turn_is_answered_gets_the_answer_too(
+    runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe
+) -> None:
+    """Found by an outside attack: a retry that arrived while the cloud was still answering
+    got no answer of its own."""
+    runtime_factory()
+    cloud.set_faults(latency_s=1.0, times=1, path="/v1/a2a/turn")
+    request = {"turn_id": "t-twice", "recognized_text": "안녕"}
+    probe.publish(TURN_REQ, request)
+    eventually(lambda: len(cloud.requests("/v1/a2a/turn")) == 1)
+    probe.publish(TURN_REQ, request)  # the front-end retried while the cloud answers
+    eventually(lambda: len(answers(probe, "t-twice")) == 2)
+    first, second = answers(probe, "t-twice")
+    assert first == second and first["status"] == "ok"
+    assert len(cloud.requests("/v1/a2a/turn")) == 1  # asked once

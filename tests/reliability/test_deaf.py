@@ -166,3 +166,22 @@ def test_a_real_full_disk_holds_turns_and_answers_them_when_space_returns(
 def _said_degraded(runtime: RuntimeProcess) -> bool:
     assert runtime.notify is not None
     return any(line.startswith("STATUS=degraded") for line in runtime.notify.lines)
+
+
+def test_a_lone_surrogate_in_any_id_is_refused_and_does_not_silence_it(
+    runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe, devices: DeviceAgents
+) -> None:
+    """Before (found by an outside attack): `{"event_id":"x\\ud800",…}` made the refusal itself
+    fail to encode, the intake task died, and the runtime answered nothing more — while the
+    watchdog kept pinging, and a restart met the same unacknowledged message again."""
+    runtime_factory()
+    surrogate = "x\\ud800"
+    for topic, body in (
+        ("pui/event", f'{{"event_id":"{surrogate}","kind":"cancel"}}'),
+        ("turn/request", f'{{"turn_id":"{surrogate}","recognized_text":"안녕"}}'),
+        ("task/callback", f'{{"task_id":"w:{surrogate}","seq":1,"status":"RUNNING"}}'),
+        ("admin/request", f'{{"request_id":"{surrogate}","command":"sync.replay"}}'),
+    ):
+        probe.publish(f"{ROOT}/{topic}", body.encode())
+    eventually(lambda: len(errors(probe, "invalid_json")) == 4)
+    still_answers(probe, cloud, devices, "after-surrogates")
