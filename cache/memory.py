@@ -129,6 +129,7 @@ class Memory:
             now=self._clock.now(),
             recent_pairs=self.policy.recent_pairs,
             consented=self.policy.privacy.consented,
+            sensitive=self.policy.privacy.sensitive,
         )
 
     def snapshot(self, session_id: str | None) -> Snapshot:
