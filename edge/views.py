@@ -81,6 +81,9 @@ def status(settings: Settings) -> dict[str, Any]:
             "mqtt_outbox": DurableOutbox(db=db, clock=SystemClock()).pending(),
             "sync_outbox": sync_outbox.pending(),
             "sync_dead_letters": sync_outbox.dead_count(),
+            # the cloud answers without settling anything (a stall), since when, and why
+            "sync_stalled_since": sync_outbox.meta("stalled_since"),
+            "sync_last_error": sync_outbox.meta("last_error"),
             "inbox_dead_letters": InboxDeadLetters(db=db, clock=SystemClock(), keep=0).count(),
             "sync": {"cursor": position.cursor, "version": position.version},
         }
@@ -177,6 +180,8 @@ def sync_status(settings: Settings) -> dict[str, Any]:
         outbox = SyncOutbox(db=db, clock=SystemClock())
         position = CacheStore(db=db).sync_position()
         sync = settings.sync
+        stalled = outbox.meta("stalled_since")
+        stall = [f"sync makes no progress since {stalled}"] if stalled else []
         return {
             "pending": outbox.pending(),
             "in_flight": int(outbox.meta("in_flight") or 0),
@@ -186,7 +191,9 @@ def sync_status(settings: Settings) -> dict[str, Any]:
             "version": position.version,
             "last_success": outbox.meta("last_success"),
             "last_error": outbox.meta("last_error"),
-            "warnings": outbox.warnings(
+            "stalled_since": stalled,
+            "warnings": stall
+            + outbox.warnings(
                 iso(SystemClock().now()),
                 warn_pending=sync.warn_pending,
                 warn_age_s=sync.warn_age_s,
