@@ -16,7 +16,7 @@ import sqlite_utils
 from a2a_common.clock import SystemClock, iso, parse_iso
 from a2a_common.jsonx import canonical
 from a2a_common.sqlite import open_readonly, schema_version
-from cache.memory import Memory
+from cache.memory import SYNC_REFUSED, Memory
 from cache.store import CacheStore
 from edge.config import Settings
 from edge.inbox import InboxDeadLetters
@@ -178,7 +178,8 @@ def sync_status(settings: Settings) -> dict[str, Any]:
 
     with readonly_db(settings) as db:
         outbox = SyncOutbox(db=db, clock=SystemClock())
-        position = CacheStore(db=db).sync_position()
+        cache = CacheStore(db=db)
+        position = cache.sync_position()
         sync = settings.sync
         stalled = outbox.meta("stalled_since")
         stall = [f"sync makes no progress since {stalled}"] if stalled else []
@@ -192,6 +193,7 @@ def sync_status(settings: Settings) -> dict[str, Any]:
             "last_success": outbox.meta("last_success"),
             "last_error": outbox.meta("last_error"),
             "stalled_since": stalled,
+            "last_sync_refusal": cache.state(SYNC_REFUSED),  # an offered version not adopted
             "warnings": stall
             + outbox.warnings(
                 iso(SystemClock().now()),
