@@ -95,6 +95,7 @@ class Replayer:
         self._wake.set()
 
     async def run(self, idle_check_s: float = 5.0) -> None:
+        self._wake.set()  # writes an earlier run left go at once, not after the first idle check
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), idle_check_s)
