@@ -4,13 +4,14 @@ sync writes they owe, for the caller to queue in that same transaction."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
 import sqlite_utils
 
-from a2a_common.clock import Clock
+from a2a_common.clock import Clock, iso
 from a2a_common.ids import new_id
 from a2a_common.writes import SyncWrite
 from cache.forget import Forgetter
@@ -22,8 +23,11 @@ from cache.sessions import choose_session
 from cache.snapshot import Snapshot, build_snapshot
 from cache.store import CacheStore
 from cache.tiers import TierStore
-from cache.update import UpdateChanges
+from cache.update import UpdateChanges, sync_refusal, sync_to_adopt
 from cache.view import read_view
+
+log = logging.getLogger(__name__)
+SYNC_REFUSED = "sync_refused"  # device_state: the last offered sync position refused, and why
 
 
 @dataclass(frozen=True)
@@ -94,6 +98,8 @@ class Memory:
         if not self.store.has_pair(pair_id):
             return []
         self.store.apply_changes(pair_id, session_id, changes, self._clock.now())
+        if changes.sync_refused:
+            self.note_sync_refusal(changes.sync_refused)
         writes = [self.store.pair_write(pair_id)]
         for cand in changes.profile_candidates:
             writes += self.profile.add_evidence(
@@ -129,6 +135,7 @@ class Memory:
             now=self._clock.now(),
             recent_pairs=self.policy.recent_pairs,
             consented=self.policy.privacy.consented,
+            sensitive=self.policy.privacy.sensitive,
         )
 
     def snapshot(self, session_id: str | None) -> Snapshot:
@@ -143,6 +150,23 @@ class Memory:
 
     def sync_position(self) -> SyncPosition:
         return self.store.sync_position()
+
+    def adopt_sync(self, offered: SyncPosition, *, force: bool = False) -> bool:
+        """A sync answer's position: adopted unless it moves backwards (`force`: a 409's may)
+        or is refused (`sync_refusal`: logged, kept for `a2a-edge sync status`)."""
+        current = self.store.sync_position()
+        refusal = sync_refusal(current, offered, force=force)
+        if refusal is not None:
+            self.note_sync_refusal(refusal)
+            return False
+        if force or sync_to_adopt(current, offered) is not None:
+            self.store.set_sync(offered)
+            return True
+        return False
+
+    def note_sync_refusal(self, reason: str) -> None:
+        log.warning("sync position refused: %s", reason)
+        self.store.set_state(SYNC_REFUSED, {"at": iso(self._clock.now()), "reason": reason})
 
     def state(self, key: str, default: Any = None) -> Any:
         return self.store.state(key, default)

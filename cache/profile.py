@@ -20,7 +20,7 @@ from a2a_common.clock import Clock, iso
 from a2a_common.ids import new_id
 from a2a_common.writes import SyncWrite
 from cache.model import CandidateIn, Evidence, ItemStatus, PromotionPolicy
-from cache.privacy import PrivacyPolicy
+from cache.privacy import PrivacyPolicy, category_name
 from cache.promotion import next_status, replay_status
 
 _ITEM_COLUMNS = (
@@ -111,10 +111,10 @@ class ProfileStore:
                 new_id("profile", self._clock),
                 cand.key,
                 value_key(cand.value),
-                cand.category,
+                category_name(cand.category),
                 cand.confidence,
                 cand.confidence if cand.confidence is not None else 0.5,
-                int((cand.category or "") in self._privacy.sensitive),
+                int(self._privacy.is_sensitive(cand.category)),
                 iso(now),
                 iso(now),
             ],
@@ -188,15 +188,18 @@ class ProfileStore:
         """Write the item's status, confidence, category (when it had none) and provenance
         (candidate, pair and session ids) in one UPDATE: the row holds the id lists."""
         candidates, pairs, sessions = sources
-        expire = self._privacy.expire_at(item["category"], now)
+        category = item["category"] if item["category"] is not None else category_name(category)
+        expire = self._privacy.expire_at(category, now)
         self._db.execute(
-            "UPDATE profile_items SET status = ?, confidence = ?, category = coalesce(category, ?),"
-            " source_candidate_ids = ?, source_pair_ids = ?, source_session_ids = ?,"
-            " expire_at = coalesce(?, expire_at), updated_at = ? WHERE item_id = ?",
+            "UPDATE profile_items SET status = ?, confidence = ?, category = ?,"
+            " sensitive = max(sensitive, ?), source_candidate_ids = ?, source_pair_ids = ?,"
+            " source_session_ids = ?, expire_at = coalesce(?, expire_at), updated_at = ?"
+            " WHERE item_id = ?",
             [
                 status,
                 confidence,
                 category,
+                int(self._privacy.is_sensitive(category)),
                 jsonx.dumps(candidates),
                 jsonx.dumps(pairs),
                 jsonx.dumps(sessions),
@@ -275,20 +278,20 @@ class ProfileStore:
         if not self._privacy.writable(fields.get("category")):
             return  # `store: never` holds for what the cloud sends too
         now = self._clock.now()
-        cand = CandidateIn(
-            fields["key"], fields["value"], fields.get("category"), fields.get("confidence")
-        )
+        category = category_name(fields.get("category"))
+        cand = CandidateIn(fields["key"], fields["value"], category, fields.get("confidence"))
         item = self._ensure_item(cand, now)
         status: ItemStatus = "confirmed"
         relevance = fields.get("relevance_score")
         self._db.execute(
-            "UPDATE profile_items SET status = ?, category = ?, confidence = ?,"
+            "UPDATE profile_items SET status = ?, category = ?, sensitive = ?, confidence = ?,"
             " relevance_score = coalesce(?, relevance_score), expire_at = ?, origin = 'cloud',"
             " source_candidate_ids = ?, source_summary_ids = ?, source_session_ids = ?,"
             " source_pair_ids = ?, updated_at = ? WHERE item_id = ?",
             [
                 status,
-                fields.get("category"),
+                category,
+                int(self._privacy.is_sensitive(category)),
                 fields.get("confidence"),
                 relevance,
                 fields.get("expire_at"),

@@ -7,7 +7,9 @@ from dataclasses import dataclass
 
 from cache.model import CandidateIn, SyncPosition
 
-_VERSION = re.compile(r"^v(\d+)$")
+_VERSION = re.compile(r"^v(\d{1,32})$")
+MAX_VERSION = 2**31 - 1
+MAX_VERSION_STEP = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,7 @@ class UpdateChanges:
     active_workflow_id: str | None
     sync: SyncPosition | None
     profile_candidates: tuple[CandidateIn, ...] = ()
+    sync_refused: str | None = None  # why the offered sync position was not adopted
 
 
 def version_number(version: str) -> int | None:
@@ -43,17 +46,44 @@ def version_number(version: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
-def sync_to_adopt(current: SyncPosition, offered: SyncPosition | None) -> SyncPosition | None:
-    """Adopt `offered` unless it would move the version backwards (`vN` compared by N).
+def _ours(current: SyncPosition) -> int | None:
+    """Our version as a number; one past the ceiling (adopted before there was one) counts as
+    unreadable, so that the next sane version is adopted again."""
+    ours = version_number(current.version)
+    return ours if ours is not None and ours <= MAX_VERSION else None
 
-    An offered version we cannot read is adopted only while ours is unreadable too.
-    """
-    if offered is None or offered == current:
+
+def sync_refusal(
+    current: SyncPosition, offered: SyncPosition, *, force: bool = False
+) -> str | None:
+    """Why an offered version must not be adopted, or None. A version is a counter of the
+    cloud's changes for this device: one past `MAX_VERSION` (2^31 - 1), or more than
+    `MAX_VERSION_STEP` above ours, is not a step the cloud can have taken; adopting it would
+    make every later, normal version look like a step backwards (SPEC §5.3), for good. A forced
+    position (a 409's, the server's truth) may go backwards, never that far ahead."""
+    theirs, ours = version_number(offered.version), _ours(current)
+    if theirs is None:
+        if force or ours is None:
+            return None
+        return f"version {offered.version!r} is not of the form vN (ours is {current.version})"
+    if theirs > MAX_VERSION:
+        return f"version {offered.version} is past the ceiling v{MAX_VERSION}"
+    if ours is not None and theirs - ours > MAX_VERSION_STEP:
+        return (
+            f"version {offered.version} is more than {MAX_VERSION_STEP} ahead of"
+            f" ours ({current.version})"
+        )
+    return None
+
+
+def sync_to_adopt(current: SyncPosition, offered: SyncPosition | None) -> SyncPosition | None:
+    """Adopt `offered` unless it would move the version backwards (`vN` compared by N) or is
+    refused (`sync_refusal`). An offered version we cannot read is adopted only while ours is
+    unreadable too."""
+    if offered is None or offered == current or sync_refusal(current, offered):
         return None
-    ours, theirs = version_number(current.version), version_number(offered.version)
-    if ours is None:
-        return offered
-    if theirs is None or theirs < ours:
+    ours, theirs = _ours(current), version_number(offered.version)
+    if ours is not None and theirs is not None and theirs < ours:
         return None
     return offered
 
@@ -74,4 +104,5 @@ def plan_update(
         active_workflow_id=active if active and active in accepted_workflow_ids else None,
         sync=sync_to_adopt(current_sync, update.sync),
         profile_candidates=update.profile_candidates,
+        sync_refused=sync_refusal(current_sync, update.sync) if update.sync else None,
     )

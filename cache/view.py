@@ -2,7 +2,8 @@
 
 Left out here, so the pure builder never sees them: pending pairs, anything whose `expire_at`
 has passed, profile items that are not `confirmed`, and sensitive items of a category the user
-has not consented to.
+has not consented to. Sensitivity is the stored flag or the category's name in the current
+policy, compared lower-cased (rows written before names were normalised count too).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import sqlite_utils
 
 from a2a_common.clock import iso
 from cache.model import CacheView, DailySummary, PairView, ProfileView, SyncPosition
+from cache.privacy import SENSITIVE_DEFAULT
 from cache.snapshot import MAX_DAILY
 
 _LIVE = "(expire_at IS NULL OR expire_at > ?)"
@@ -26,6 +28,7 @@ def read_view(
     now: datetime,
     recent_pairs: int,
     consented: frozenset[str],
+    sensitive: frozenset[str] = frozenset(SENSITIVE_DEFAULT),
     max_profile_items: int = 64,
 ) -> CacheView:
     stamp = iso(now)
@@ -47,13 +50,15 @@ def read_view(
     digest = db.execute(
         f"SELECT digest FROM weekly_digests WHERE {_LIVE} ORDER BY week DESC LIMIT 1", [stamp]
     ).fetchone()
-    marks = ",".join("?" * len(consented))
-    consent_sql = f"(sensitive = 0 OR category IN ({marks}))" if consented else "sensitive = 0"
+    name = "lower(coalesce(category, ''))"
+    shown = f"(sensitive = 0 AND {name} NOT IN ({','.join('?' * len(sensitive))}))"
+    if consented:
+        shown = f"({shown} OR {name} IN ({','.join('?' * len(consented))}))"
     items = db.execute(
         "SELECT key, value, category, confidence, relevance_score FROM profile_items"
-        f" WHERE status = 'confirmed' AND {_LIVE} AND {consent_sql}"
+        f" WHERE status = 'confirmed' AND {_LIVE} AND {shown}"
         " ORDER BY relevance_score DESC, key, item_id LIMIT ?",
-        [stamp, *sorted(consented), max_profile_items],
+        [stamp, *sorted(sensitive), *sorted(consented), max_profile_items],
     ).fetchall()
     sync = db.execute("SELECT cursor, version FROM sync_position WHERE id = 1").fetchone()
     return CacheView(

@@ -18,12 +18,14 @@ class CloudTransient(CloudUnavailable):
 
 
 class CloudRejected(CloudError):
-    """The cloud answered a 4xx that retrying will not change."""
+    """The cloud answered a 4xx that retrying will not change (or a 3xx: redirects are not
+    followed; `location` is where it pointed)."""
 
-    def __init__(self, status: int, body: object) -> None:
+    def __init__(self, status: int, body: object, *, location: str | None = None) -> None:
         super().__init__(f"cloud rejected the request with HTTP {status}")
         self.status = status
         self.body = body
+        self.location = location
 
 
 class CloudBadResponse(CloudError):

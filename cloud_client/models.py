@@ -1,10 +1,72 @@
-"""Pydantic wire models of SPEC §3.1. Cloud responses allow extra fields (the cloud evolves)."""
+"""Pydantic wire models of SPEC §3.1. Cloud responses allow extra fields (the cloud evolves).
+
+Every field the device stores from the cloud is bounded here, where it enters (docs/design.md,
+*Fields from the cloud*): names — ids, keys, routes, categories, the sync cursor and version —
+longer than their bound make the body fail validation (a cut name would be another name);
+free texts the device keeps for the snapshot are cut to `TEXT_MAX` characters (the snapshot
+cuts them further to its budget). Categories are lower-cased here (SPEC §5.5).
+"""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import logging
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    StringConstraints,
+    ValidationInfo,
+)
+
+from a2a_common.clock import iso
+from a2a_common.jsonx import canonical
+
+log = logging.getLogger(__name__)
+
+TEXT_MAX = 4096  # characters of a stored text (a summary, a reply): the default budget's size
+VALUE_MAX_BYTES = 1024  # a profile value's canonical JSON
+IDS_MAX = 1000  # entries of a provenance list
+_PRINTABLE = r"^[^\x00-\x1f\x7f]*$"  # no control characters in a name
+
+
+def _cut_text(value: Any, info: ValidationInfo) -> Any:
+    if isinstance(value, str) and len(value) > TEXT_MAX:
+        log.warning(
+            "cloud field %s cut from %d to %d characters", info.field_name, len(value), TEXT_MAX
+        )
+        return value[:TEXT_MAX]
+    return value
+
+
+def _small_value(value: Any) -> Any:
+    size = len(canonical(value))
+    if size > VALUE_MAX_BYTES:
+        raise ValueError(f"value is {size} bytes of JSON (at most {VALUE_MAX_BYTES})")
+    return value
+
+
+Text = Annotated[str, BeforeValidator(_cut_text)]
+CloudId = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=_PRINTABLE)]
+ProfileKey = CloudId
+Route = Annotated[str, StringConstraints(max_length=32, pattern=_PRINTABLE)]  # "" = none
+WorkflowRef = Annotated[str, StringConstraints(max_length=96, pattern=_PRINTABLE)]  # "" = none
+Category = Annotated[
+    str,
+    StringConstraints(
+        strip_whitespace=True, to_lower=True, min_length=1, max_length=64, pattern=_PRINTABLE
+    ),
+]
+# "" is no category, as absent is
+OptCategory = Annotated[Category | None, BeforeValidator(lambda v: None if v == "" else v)]
+ProfileValue = Annotated[Any, AfterValidator(_small_value)]
+Instant = Annotated[AwareDatetime, PlainSerializer(iso, return_type=str)]
+IdList = Annotated[list[CloudId], Field(max_length=IDS_MAX)]
 
 
 class _Response(BaseModel):
@@ -12,21 +74,21 @@ class _Response(BaseModel):
 
 
 class SyncWire(_Response):
-    cursor: str
-    version: str
+    cursor: Annotated[str, StringConstraints(max_length=128, pattern=_PRINTABLE)]
+    version: Annotated[str, StringConstraints(max_length=32, pattern=_PRINTABLE)]
 
 
 class ShortTermPairWire(_Response):
-    user_text: str = ""
-    assistant_text: str = ""
-    route_family: str = ""
-    workflow_id: str = ""
+    user_text: str = ""  # the device keeps its own copy of the user's words; this one is unused
+    assistant_text: Text = ""
+    route_family: Route = ""
+    workflow_id: WorkflowRef = ""
 
 
 class ProfileCandidateWire(_Response):
-    key: str = Field(min_length=1, max_length=128)
-    value: Any
-    category: str | None = None
+    key: ProfileKey
+    value: ProfileValue
+    category: OptCategory = None
     confidence: float | None = Field(None, ge=0, le=1)
     evidence_kind: Literal["mention", "suggestion_accepted"] = "mention"
 
@@ -37,9 +99,9 @@ class WriteCandidatesWire(_Response):
 
 
 class DeviceCacheUpdateWire(_Response):
-    active_workflow_id: str = ""
-    last_route: str = ""
-    session_summary: str = ""
+    active_workflow_id: WorkflowRef = ""
+    last_route: Route = ""
+    session_summary: Text = ""
 
 
 class MemoryUpdateWire(_Response):
@@ -123,38 +185,38 @@ class MemorySnapshot(_Strict):
 
 class DailySummaryWire(_Response):
     day: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}$")
-    summary: str
-    summary_id: str | None = None
-    source_session_ids: list[str] = []
-    expire_at: str | None = None
+    summary: Text
+    summary_id: CloudId | None = None
+    source_session_ids: IdList = []
+    expire_at: Instant | None = None
 
 
 class WeeklyDigestWire(_Response):
     week: str = Field(pattern=r"^\d{4}-W\d{2}$")
-    digest: str
-    digest_id: str | None = None
-    source_summary_ids: list[str] = []
-    expire_at: str | None = None
+    digest: Text
+    digest_id: CloudId | None = None
+    source_summary_ids: IdList = []
+    expire_at: Instant | None = None
 
 
 class ProfileItemWire(_Response):
-    key: str = Field(min_length=1, max_length=128)
-    value: Any
-    category: str | None = None
+    key: ProfileKey
+    value: ProfileValue
+    category: OptCategory = None
     confidence: float | None = Field(None, ge=0, le=1)
     relevance_score: float | None = Field(None, ge=0, le=1)
     status: Literal["confirmed"] = "confirmed"
-    expire_at: str | None = None
-    source_candidate_ids: list[str] = []
-    source_summary_ids: list[str] = []
-    source_session_ids: list[str] = []
-    source_pair_ids: list[str] = []
+    expire_at: Instant | None = None
+    source_candidate_ids: IdList = []
+    source_summary_ids: IdList = []
+    source_session_ids: IdList = []
+    source_pair_ids: IdList = []
 
 
 class SyncUpdates(_Response):
     """`updates` of a memory sync answer (SPEC §3.2)."""
 
-    daily_summaries: list[DailySummaryWire] = []
+    daily_summaries: Annotated[list[DailySummaryWire], Field(max_length=64)] = []
     weekly_digest: WeeklyDigestWire | None = None
-    profile_items: list[ProfileItemWire] = []
-    deleted_profile_keys: list[str] = []
+    profile_items: Annotated[list[ProfileItemWire], Field(max_length=IDS_MAX)] = []
+    deleted_profile_keys: Annotated[list[ProfileKey], Field(max_length=IDS_MAX)] = []

@@ -10,7 +10,6 @@ from pydantic import ValidationError
 
 from cache.memory import Memory
 from cache.model import SyncPosition
-from cache.update import sync_to_adopt
 from cloud_client.models import SyncUpdates
 from sync.core import Pending, Position
 
@@ -26,9 +25,7 @@ class MemorySyncSink:
         return Position(current.cursor, current.version)
 
     def adopt_sync(self, position: Position, *, force: bool) -> None:
-        offered = SyncPosition(position.cursor, position.version)
-        if force or sync_to_adopt(self._memory.sync_position(), offered) is not None:
-            self._memory.store.set_sync(offered)
+        self._memory.adopt_sync(SyncPosition(position.cursor, position.version), force=force)
 
     def apply_updates(self, updates: dict[str, Any]) -> None:
         try:

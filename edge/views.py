@@ -16,7 +16,7 @@ import sqlite_utils
 from a2a_common.clock import SystemClock, iso, parse_iso
 from a2a_common.jsonx import canonical
 from a2a_common.sqlite import open_readonly, schema_version
-from cache.memory import Memory
+from cache.memory import SYNC_REFUSED, Memory
 from cache.store import CacheStore
 from edge.config import Settings
 from edge.inbox import InboxDeadLetters
@@ -82,6 +82,9 @@ def status(settings: Settings) -> dict[str, Any]:
             "mqtt_outbox": DurableOutbox(db=db, clock=SystemClock()).pending(),
             "sync_outbox": sync_outbox.pending(),
             "sync_dead_letters": sync_outbox.dead_count(),
+            # the cloud answers without settling anything (a stall), since when, and why
+            "sync_stalled_since": sync_outbox.meta("stalled_since"),
+            "sync_last_error": sync_outbox.meta("last_error"),
             "inbox_dead_letters": InboxDeadLetters(db=db, clock=SystemClock(), keep=0).count(),
             "sync": {"cursor": position.cursor, "version": position.version},
         }
@@ -176,8 +179,11 @@ def sync_status(settings: Settings) -> dict[str, Any]:
 
     with readonly_db(settings) as db:
         outbox = SyncOutbox(db=db, clock=SystemClock())
-        position = CacheStore(db=db).sync_position()
+        cache = CacheStore(db=db)
+        position = cache.sync_position()
         sync = settings.sync
+        stalled = outbox.meta("stalled_since")
+        stall = [f"sync makes no progress since {stalled}"] if stalled else []
         return {
             "pending": outbox.pending(),
             "in_flight": int(outbox.meta("in_flight") or 0),
@@ -187,7 +193,10 @@ def sync_status(settings: Settings) -> dict[str, Any]:
             "version": position.version,
             "last_success": outbox.meta("last_success"),
             "last_error": outbox.meta("last_error"),
-            "warnings": outbox.warnings(
+            "stalled_since": stalled,
+            "last_sync_refusal": cache.state(SYNC_REFUSED),  # an offered version not adopted
+            "warnings": stall
+            + outbox.warnings(
                 iso(SystemClock().now()),
                 warn_pending=sync.warn_pending,
                 warn_age_s=sync.warn_age_s,

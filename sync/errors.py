@@ -20,3 +20,9 @@ class ConflictLoop(SyncError, CloudUnavailable):
     def __init__(self, conflicts: int) -> None:
         super().__init__("the cloud keeps answering version_conflict")
         self.conflicts = conflicts
+
+
+class NoProgress(SyncError, CloudUnavailable):
+    """The cloud answered a sync request but settled none of its writes (`{"acked": []}`, a body
+    that is not the contract, a redirect). Also a CloudUnavailable: the replayer backs off as
+    if the cloud were away, and `a2a-edge sync replay` gives up after its tries."""

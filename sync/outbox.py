@@ -190,3 +190,6 @@ class SyncOutbox:
             " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
             [key, value],
         )
+
+    def clear_meta(self, key: str) -> None:
+        self._db.execute("DELETE FROM sync_meta WHERE key = ?", [key])

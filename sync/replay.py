@@ -1,6 +1,11 @@
 """Replay of the pending-sync outbox to `POST /v1/a2a/memory/sync` (the shell around
 `sync.core`). One request in flight; oldest first; tenacity backoff with jitter while the cloud
-is away, cut short by `kick()` when a turn proves it is back."""
+is away or answers without settling anything, cut short by `kick()` when a turn proves it is
+back.
+
+A run of exchanges that settle nothing is a *stall*: one WARNING when it starts, one INFO when
+writes are settled again; `sync_meta.stalled_since` holds its start for `a2a-edge status` and
+`sync status` (with `last_error`)."""
 
 from __future__ import annotations
 
@@ -18,9 +23,9 @@ from tenacity import wait_exponential_jitter as backoff
 from a2a_common.clock import Clock, iso
 from a2a_common.ids import new_ulid
 from a2a_common.sqlite import StorageError
-from cloud_client.errors import CloudBadResponse, CloudRejected, CloudTransient, CloudUnavailable
+from cloud_client.errors import CloudBadResponse, CloudRejected, CloudUnavailable
 from sync.core import Pending, Plan, Position, plan_answer
-from sync.errors import ConflictLoop
+from sync.errors import ConflictLoop, NoProgress
 from sync.outbox import SyncOutbox
 
 log = logging.getLogger(__name__)
@@ -75,6 +80,8 @@ class Replayer:
         self.limit = batch_size
         self.in_flight = 0
         self.acked_total = 0
+        self._stalled_since = outbox.meta("stalled_since")  # an episode outlives a restart
+        self._stall_warned = False  # ... but each process says so once
         self._wake = asyncio.Event()
         self._kick = asyncio.Event()
 
@@ -88,12 +95,15 @@ class Replayer:
         self._wake.set()
 
     async def run(self, idle_check_s: float = 5.0) -> None:
+        self._wake.set()  # writes an earlier run left go at once, not after the first idle check
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), idle_check_s)
             self._wake.clear()
             try:
                 await self.drain()
+            except ConflictLoop:  # a stall: warned and recorded; wait for a wake or the idle
+                pass
             except StorageError as exc:  # the DB refuses writes: the runtime reports it
                 log.warning("sync replay paused: the state DB refused a write: %s", exc)
             except Exception:  # keep replaying whatever one batch did
@@ -126,19 +136,53 @@ class Replayer:
                 with attempt:
                     # read again on every try: a forget may have dropped writes meanwhile
                     batch = self._outbox.oldest(self.limit)
-                    if batch:
-                        plan = await self._send(batch)
+                    plan = await self._exchange(batch) if batch else None
             if plan is None:
                 break
             conflicts = conflicts + 1 if plan.resend and plan.force_sync else 0
-            self._apply(batch, plan)
             done += len(plan.ack)
             if progress is not None:
                 progress(done, self._outbox.pending())
             if conflicts >= MAX_CONFLICTS_IN_A_ROW:
+                self._stalled("the cloud keeps answering version_conflict")
                 raise ConflictLoop(conflicts)
         self.limit = self._batch_size
         return done
+
+    async def _exchange(self, batch: list[Pending]) -> Plan:
+        """One request and its answer applied; raises NoProgress (retried with backoff) when
+        the answer settled nothing."""
+        plan = await self._send(batch)
+        self._apply(batch, plan)
+        if not plan.progress:
+            error = plan.error or "the sync answer settled nothing"
+            self._stalled(error)
+            raise NoProgress(error)
+        if plan.ack or plan.dead:
+            self._resumed()
+        return plan
+
+    def _stalled(self, error: str) -> None:
+        if self._stalled_since is None:
+            self._stalled_since = iso(self._clock.now())
+            with self._atomic():
+                self._outbox.set_meta("stalled_since", self._stalled_since)
+        if not self._stall_warned:
+            self._stall_warned = True
+            log.warning(
+                "sync makes no progress (since %s): %s; backing off, up to %gs between tries",
+                self._stalled_since,
+                error,
+                self._max_backoff_s,
+            )
+
+    def _resumed(self) -> None:
+        if self._stalled_since is None:
+            return
+        log.info("sync progresses again (it had stalled since %s)", self._stalled_since)
+        with self._atomic():
+            self._outbox.clear_meta("stalled_since")
+        self._stalled_since, self._stall_warned = None, False
 
     async def _send(self, batch: list[Pending]) -> Plan:
         sync = self._sink.sync_position()
@@ -151,6 +195,7 @@ class Replayer:
         self.in_flight = len(batch)
         with self._atomic():
             self._outbox.set_meta("in_flight", str(len(batch)))
+        location: str | None = None
         try:
             # one try per request: retries go through `drain`, which reads the batch again
             # (a forget may have dropped some of its writes meanwhile)
@@ -158,10 +203,11 @@ class Replayer:
                 SYNC_PATH, body, deadline_s=self._deadline_s, max_attempts=1
             )
         except CloudRejected as exc:
-            status, answer = exc.status, exc.body
-        except CloudBadResponse as exc:
+            status, answer, location = exc.status, exc.body, exc.location
+        except CloudBadResponse as exc:  # it answered, with nothing usable: a stall too
             self._note_error(batch, str(exc))
-            raise CloudTransient(str(exc)) from exc
+            self._stalled(str(exc))
+            raise NoProgress(str(exc)) from exc
         except CloudUnavailable as exc:
             self._note_error(batch, str(exc))
             raise
@@ -169,7 +215,14 @@ class Replayer:
             self.in_flight = 0
             with self._atomic():
                 self._outbox.set_meta("in_flight", "0")
-        return plan_answer(batch, status, answer, limit=self.limit, batch_size=self._batch_size)
+        return plan_answer(
+            batch,
+            status,
+            answer,
+            limit=self.limit,
+            batch_size=self._batch_size,
+            location=location,
+        )
 
     def _note_error(self, batch: list[Pending], error: str) -> None:
         with self._atomic():

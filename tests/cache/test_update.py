@@ -6,7 +6,7 @@ import pytest
 
 from cache.model import SessionRow, SyncPosition
 from cache.sessions import choose_session
-from cache.update import UpdateInput, plan_update, sync_to_adopt
+from cache.update import UpdateInput, plan_update, sync_refusal, sync_to_adopt
 
 
 @pytest.mark.parametrize(
@@ -18,12 +18,32 @@ from cache.update import UpdateInput, plan_update, sync_to_adopt
         (SyncPosition("cur-3", "v10"), SyncPosition("cur-2", "v9"), False),
         (SyncPosition("cur-3", "v3"), SyncPosition("cur-x", "weird"), False),
         (SyncPosition("cur-3", "v3"), SyncPosition("cur-3", "v3"), False),
+        (SyncPosition("cur-2", "v2"), SyncPosition("cur-x", "v9999999999"), False),
+        (SyncPosition("", ""), SyncPosition("cur-x", "v9999999999"), False),
+        (SyncPosition("cur-2", "v2"), SyncPosition("cur-x", "v1000003"), False),
+        (SyncPosition("cur-2", "v2"), SyncPosition("cur-x", "v1000002"), True),
+        # adopted before there was a ceiling: counts as unreadable, the next sane one is taken
+        (SyncPosition("cur-x", "v9999999999"), SyncPosition("cur-3", "v3"), True),
     ],
 )
 def test_sync_never_moves_backwards(
     current: SyncPosition, offered: SyncPosition, adopted: bool
 ) -> None:
     assert (sync_to_adopt(current, offered) == offered) is adopted
+
+
+def test_a_version_far_ahead_is_refused_with_a_reason() -> None:
+    ours = SyncPosition("cur-2", "v2")
+    assert "ceiling" in (sync_refusal(ours, SyncPosition("c", "v9999999999")) or "")
+    assert "more than 1000000 ahead" in (sync_refusal(ours, SyncPosition("c", "v2000000")) or "")
+    assert "not of the form vN" in (sync_refusal(ours, SyncPosition("c", "weird")) or "")
+    assert sync_refusal(ours, SyncPosition("c", "v1")) is None  # backwards: ignored, not refused
+    # a 409's position may go backwards or be unreadable, never past the bounds
+    assert sync_refusal(ours, SyncPosition("c", "weird"), force=True) is None
+    assert sync_refusal(ours, SyncPosition("c", "v9999999999"), force=True)
+    update = UpdateInput(reply_text="x", route_family="DEF", sync=SyncPosition("c", "v9999999999"))
+    changes = plan_update(update, ours, frozenset())
+    assert changes.sync is None and "ceiling" in (changes.sync_refused or "")
 
 
 def test_seed_update_fills_the_assistant_text_and_keeps_the_summary() -> None:

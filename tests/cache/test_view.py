@@ -45,6 +45,32 @@ def test_sensitive_category_with_consent(tmp_path: Path, clock: ManualClock) -> 
     db.close()
 
 
+def test_categories_compare_case_insensitively(tmp_path: Path, clock: ManualClock) -> None:
+    db = open_state_db(tmp_path / "c.db", MIGRATIONS)
+    policy = PrivacyPolicy(
+        sensitive=frozenset({"Health", "contact"}), consented=frozenset({"HEALTH"})
+    )
+    assert policy.is_sensitive("health") and policy.is_sensitive(" Contact ")
+    assert not policy.shared("CONTACT") and policy.of("Health").store == "days:30"
+    memory = Memory(db=db, clock=clock, policy=MemoryPolicy(privacy=policy))
+    put_item(memory, "blood_pressure", "high", category="Health")
+    put_item(memory, "address", "…", category="Contact")
+    with db.atomic():  # a row written before names were normalised, flagged not sensitive
+        db.execute(
+            "INSERT INTO profile_items (item_id, key, value, category, status, sensitive,"
+            " created_at, updated_at) VALUES ('old', 'phone', '\"010\"', 'CONTACT', 'confirmed',"
+            " 0, '2026-06-01T00:00:00.000Z', '2026-06-01T00:00:00.000Z')"
+        )
+    rows = db.execute("SELECT key, category, sensitive FROM profile_items ORDER BY key").fetchall()
+    assert rows == [
+        ("address", "contact", 1),
+        ("blood_pressure", "health", 1),
+        ("phone", "CONTACT", 0),
+    ]
+    assert keys(memory) == ["blood_pressure"]  # consented (in any case); contact never
+    db.close()
+
+
 def test_profile_items_by_relevance(memory: Memory) -> None:
     put_item(memory, "b", "1", relevance_score=0.2)
     put_item(memory, "a", "1", relevance_score=0.9)

@@ -94,3 +94,38 @@ def test_garbage_answer_keeps_everything() -> None:
     assert plan.ack == () and plan.unacked == ("w000", "w001") and plan.error
     odd = plan_answer(batch(2), 409, {"error": "other"}, limit=100, batch_size=100)
     assert odd.ack == () and not odd.resend
+
+
+def test_an_answer_that_settles_nothing_makes_no_progress() -> None:
+    for body in ({"acked": []}, {"acked": ["not-sent"]}, {"acked": "all"}):
+        plan = plan_answer(batch(3), 200, body, limit=100, batch_size=100)
+        assert not plan.progress and plan.unacked == ("w000", "w001", "w002") and plan.error
+    assert "settled none of the 3" in (
+        plan_answer(batch(3), 200, {"acked": []}, limit=100, batch_size=100).error or ""
+    )
+    some = plan_answer(batch(3), 200, {"acked": ["w001"]}, limit=100, batch_size=100)
+    assert some.progress and some.error is None
+    odd = plan_answer(batch(2), 409, {"error": "other"}, limit=100, batch_size=100)
+    assert not odd.progress
+
+
+def test_a_redirect_is_an_error_naming_its_location() -> None:
+    where = "https://elsewhere.example/sync"
+    plan = plan_answer(batch(2), 301, None, limit=100, batch_size=100, location=where)
+    assert plan.error == f"HTTP 301 redirect to {where}"
+    assert not plan.progress and plan.unacked == ("w000", "w001") and plan.sync is None
+    bare = plan_answer(batch(1), 307, None, limit=100, batch_size=100)
+    assert bare.error == "HTTP 307 redirect (not followed)"
+
+
+def test_an_oversized_sync_position_is_not_the_contract() -> None:
+    body = {"acked": ["w000"], "sync": {"cursor": "c", "version": "v" + "9" * 40}}
+    plan = plan_answer(batch(1), 200, body, limit=100, batch_size=100)
+    assert plan.ack == () and not plan.progress
+    assert (plan.error or "").startswith("sync answer is not the contract: sync.version")
+
+
+def test_a_dead_letter_reason_is_cut() -> None:
+    body = {"rejected": [{"write_id": "w000", "reason": "x" * 100_000}]}
+    plan = plan_answer(batch(1), 200, body, limit=100, batch_size=100)
+    assert plan.progress and len(plan.dead[0][1]) == 300

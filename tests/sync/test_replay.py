@@ -4,6 +4,7 @@ sink. Backoff is cut to a millisecond where a test does not measure it; nothing 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ from a2a_common.clock import ManualClock
 from a2a_common.writes import SyncWrite
 from cloud_client.errors import CloudBadResponse, CloudRejected, CloudUnavailable
 from sync.core import Pending, Position
-from sync.errors import ConflictLoop, SyncError
+from sync.errors import ConflictLoop, NoProgress, SyncError
 from sync.outbox import SyncOutbox
 from sync.replay import MAX_CONFLICTS_IN_A_ROW, SYNC_PATH, Replayer
 
@@ -335,3 +336,66 @@ def test_a_forget_between_tries_is_seen_by_the_next_try(
     assert cloud.sent() == [ids, [ids[0], ids[2]]]
     assert sink.acks == [[ids[0], ids[2]]]
     assert outbox.pending() == 0
+
+
+def settled_nothing(_body: Body) -> Answer:
+    return 200, {"acked": []}
+
+
+def test_an_answer_that_settles_nothing_backs_off_warns_once_and_recovers(
+    state_db: sqlite_utils.Database,
+    outbox: SyncOutbox,
+    replayer: MakeReplayer,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    ids = queue(state_db, outbox, 2)
+    stalled: list[str | None] = []
+    cloud = FakeCloud(
+        [settled_nothing, settled_nothing, settled_nothing, acked_all],
+        on_request=lambda _b: stalled.append(outbox.meta("stalled_since")),
+    )
+    replay = replayer(cloud, FakeSink(), max_backoff_s=0.25)
+    waits: list[float] = []
+
+    async def sleep(seconds: float) -> None:  # the backoff, recorded instead of waited out
+        waits.append(seconds)
+
+    replay._sleep = sleep  # type: ignore[method-assign]
+    with caplog.at_level(logging.INFO, logger="sync.replay"):
+        assert run(replay.drain()) == 2
+
+    assert cloud.sent() == [ids] * 4
+    assert len(waits) == 3 and all(0 < w <= 0.25 for w in waits), waits
+    assert stalled[0] is None and stalled[1] and stalled[1] == stalled[3]  # one episode
+    assert outbox.meta("stalled_since") is None
+    assert "settled none of the 2 writes" in (outbox.meta("last_error") or "")
+    records = [(r.levelname, r.getMessage()) for r in caplog.records]
+    assert [level for level, msg in records if "no progress" in msg] == ["WARNING"]
+    assert [level for level, msg in records if "progresses again" in msg] == ["INFO"]
+
+
+def test_drain_with_attempts_gives_up_when_nothing_is_settled(
+    state_db: sqlite_utils.Database, outbox: SyncOutbox, replayer: MakeReplayer
+) -> None:
+    queue(state_db, outbox, 2)
+    cloud = FakeCloud([settled_nothing])
+
+    with pytest.raises(NoProgress, match="settled none") as raised:
+        run(replayer(cloud, FakeSink()).drain(attempts=3))
+
+    assert isinstance(raised.value, CloudUnavailable)  # the CLI reports it as such
+    assert len(cloud.requests) == 3 and outbox.pending() == 2
+    assert outbox.meta("stalled_since") is not None
+
+
+def test_a_redirect_is_a_stall_that_names_its_location(
+    state_db: sqlite_utils.Database, outbox: SyncOutbox, replayer: MakeReplayer
+) -> None:
+    queue(state_db, outbox, 1)
+    where = "https://elsewhere.example/v1/a2a/memory/sync"
+    cloud = FakeCloud([fail(CloudRejected(301, None, location=where)), acked_all])
+
+    assert run(replayer(cloud, FakeSink()).drain()) == 1
+
+    assert len(cloud.requests) == 2
+    assert (outbox.meta("last_error") or "").endswith(f"HTTP 301 redirect to {where}")
