@@ -91,6 +91,9 @@ class CloudClient:
                 status = response.status_code
                 if status == 429 or status >= 500:
                     raise CloudTransient(f"HTTP {status} from {path}")
+                if 300 <= status < 400:  # not followed: say where it pointed
+                    location = response.headers.get("location")
+                    raise CloudRejected(status, None, location=location)
                 return status, await read_capped(response, self._max_body, path)
         except httpx.TimeoutException as exc:
             raise CloudTransient(f"timeout calling {path}") from exc

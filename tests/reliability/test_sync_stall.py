@@ -22,6 +22,7 @@ from sim.processes import RuntimeProcess
 from sync.outbox import SyncOutbox
 from tests.conftest import RuntimeFactory, StateRows, eventually
 from tests.reliability.sync_peer import (
+    ELSEWHERE,
     Answer,
     SyncPeer,
     acked_all,
@@ -35,8 +36,8 @@ MAX_IN_WINDOW = 3  # backoff 0.5-1 s, then 1 s: at most 2, 3 at the edges; befor
 STALLS: list[tuple[str, Answer, str]] = [
     ("acked nothing", acked_none, "settled none of the 1 writes"),
     ("not the contract", not_the_contract, "sync answer is not the contract: acked"),
-    ("301", redirect(301), "HTTP 301 redirect"),
-    ("307", redirect(307), "HTTP 307 redirect"),
+    ("301", redirect(301), f"HTTP 301 redirect to {ELSEWHERE}"),
+    ("307", redirect(307), f"HTTP 307 redirect to {ELSEWHERE}"),
 ]
 WARNED = "sync makes no progress"
 RESUMED = "sync progresses again"
