@@ -28,6 +28,7 @@ drawing against the code, so it cannot go stale):
   | - CatalogError        taskmanager.errors
   + SyncError             sync.errors
     - ConflictLoop        sync.errors         (also a CloudUnavailable)
+    - NoProgress          sync.errors         (also a CloudUnavailable)
 """
 
 from __future__ import annotations
