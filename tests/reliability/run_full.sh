@@ -9,6 +9,11 @@ export A2A_TORTURE_KILLS=${A2A_TORTURE_KILLS:-200}
 export A2A_BROKER_RESTARTS=${A2A_BROKER_RESTARTS:-20}
 export A2A_FUZZ_PAYLOADS=${A2A_FUZZ_PAYLOADS:-100000}
 export A2A_WAL_TURNS=${A2A_WAL_TURNS:-4000}
+export A2A_SHUTDOWN_ROUNDS=${A2A_SHUTDOWN_ROUNDS:-6}
+export A2A_HUGE_BODY_MB=${A2A_HUGE_BODY_MB:-400}
+export A2A_METRICS_CLIENTS=${A2A_METRICS_CLIENTS:-1100}
+export A2A_METRICS_ATTACK_S=${A2A_METRICS_ATTACK_S:-30}
+export A2A_METRICS_NOFILE=${A2A_METRICS_NOFILE:-1024}
 .venv/bin/pytest -q -s -p no:cacheprovider tests/reliability/test_torture.py >"$out/torture" 2>&1
 torture_rc=$?
 .venv/bin/pytest -q -p no:cacheprovider tests/reliability/test_broker_faults.py >"$out/broker" 2>&1
@@ -19,9 +24,13 @@ cloud_rc=$?
 fuzz_rc=$?
 .venv/bin/pytest -q -s -p no:cacheprovider tests/reliability/test_wal.py >"$out/wal" 2>&1
 wal_rc=$?
-.venv/bin/python - "$out" "$torture_rc" "$broker_rc" "$cloud_rc" "$fuzz_rc" "$wal_rc" <<'PY'
+.venv/bin/pytest -q -p no:cacheprovider tests/reliability/test_shutdown.py \
+    tests/reliability/test_cloud_peer.py tests/reliability/test_metrics_port.py \
+    tests/reliability/test_deaf.py tests/reliability/test_fields.py >"$out/peers" 2>&1
+peers_rc=$?
+.venv/bin/python - "$out" "$torture_rc" "$broker_rc" "$cloud_rc" "$fuzz_rc" "$wal_rc" "$peers_rc" <<'PY'
 import re, sys
-out, t_rc, b_rc, c_rc, f_rc, w_rc = sys.argv[1], *map(int, sys.argv[2:])
+out, t_rc, b_rc, c_rc, f_rc, w_rc, p_rc = sys.argv[1], *map(int, sys.argv[2:])
 read = lambda name: open(f"{out}/{name}", encoding="utf-8", errors="replace").read()
 fig = dict(re.findall(r"(\w+)=(\d+)", (re.search(r"Figures\((.*?)\)", read("torture")) or
                                        re.search("()", "")).group(1)))
@@ -44,11 +53,14 @@ rows = [
     ("largest WAL in a turn burst", f"{wal.group(2)} of {wal.group(3)} ({wal.group(1)} turns)"
      + ("" if w_rc == 0 else " FAILED") if wal else "FAILED"),
     ("commands re-delivered (deduped)", fig.get("resent_commands", "?")),
+    ("shutdown / hostile peers / never deaf",
+     (re.search(r"(\d+) passed", read("peers")) or re.search("()", "")).group(1) + " passed"
+     + ("" if p_rc == 0 else " FAILED")),
 ]
 width = max(len(r[0]) for r in rows)
 print(f"{'reliability (full run)':<{width}}  value")
 for name, value in rows:
     print(f"{name:<{width}}  {value}")
 print(f"(logs in {out})")
-sys.exit(0 if not any((t_rc, b_rc, c_rc, f_rc, w_rc)) else 1)
+sys.exit(0 if not any((t_rc, b_rc, c_rc, f_rc, w_rc, p_rc)) else 1)
 PY
