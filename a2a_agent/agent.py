@@ -114,6 +114,9 @@ class DeviceAgent:
         self._refused: str | None = None  # why the broker refused the connect or a SUBSCRIBE
         self._connected = False
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="a2a-agent")
+        # cancel and refusal hooks never queue behind handlers that block: a stop must not
+        # wait for the very work it stops (every worker busy with a long task)
+        self._urgent = ThreadPoolExecutor(2, thread_name_prefix="a2a-agent-cancel")
         self._dispatcher = threading.Thread(
             target=self._dispatch, name="a2a-agent-dispatch", daemon=True
         )
@@ -219,6 +222,7 @@ class DeviceAgent:
         if self._dispatcher.is_alive():
             self._dispatcher.join(5)
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._urgent.shutdown(wait=False, cancel_futures=True)
 
     @property
     def connected(self) -> bool:
@@ -413,7 +417,7 @@ class DeviceAgent:
             reason = body.get("reason")
             task._request_cancel(reason if isinstance(reason, str) else None)
         route = self._route(task.capability_id, task.operation_id)
-        self._pool.submit(self._cancel, route.on_cancel if route else None, task)
+        self._urgent.submit(self._cancel, route.on_cancel if route else None, task)
 
     def _cancel(self, hook: Handler | None, task: Task) -> None:
         if hook is not None:
@@ -447,7 +451,7 @@ class DeviceAgent:
             with self._lock:
                 task.refusals.append(refusal)
         if self._hooks[0] is not None:
-            self._pool.submit(self._call, self._hooks[0], refusal, task)
+            self._urgent.submit(self._call, self._hooks[0], refusal, task)
 
     def _call(self, hook: Callable[..., None] | None, *args: Any) -> None:
         if hook is None:

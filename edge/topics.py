@@ -163,7 +163,7 @@ def ref_of(payload: bytes, max_bytes: int) -> dict[str, Any]:
     best effort — nothing when the payload is not a readable JSON object."""
     decoded = decode_object(payload, max_bytes)
     if isinstance(decoded, Refusal):
-        return {}
+        decoded = _lenient(payload, max_bytes)  # e.g. a NaN or a huge number elsewhere
     ref: dict[str, Any] = {}
     for key in REF_KEYS:
         value = decoded.get(key)
@@ -172,6 +172,23 @@ def ref_of(payload: bytes, max_bytes: int) -> dict[str, Any]:
         ):
             ref[key] = value
     return ref
+
+
+def _lenient(payload: bytes, max_bytes: int) -> dict[str, Any]:
+    """The payload read only to find its ids: numbers and constants that the gate refuses are
+    read as 0, so a refused payload can still be named in its refusal (and a turn answered)."""
+    if len(payload) > max_bytes:
+        return {}
+    try:
+        value = json.loads(
+            payload.decode("utf-8"),
+            parse_constant=lambda _c: 0,
+            parse_int=lambda _s: 0,
+            parse_float=lambda _s: 0.0,
+        )
+    except (ValueError, RecursionError):
+        return {}
+    return value if isinstance(value, dict) and _is_text(value) else {}
 
 
 def _reject_constant(name: str) -> Any:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, ValidationError
 
 from a2a_common.jsonx import canonical
 from taskmanager.catalog import Catalog
@@ -33,9 +33,9 @@ class _StepWire(BaseModel):
     operation_id: str | None = None
     args: dict[str, Any] = {}
     depends_on: list[str] = []
-    timeout_s: float | None = Field(None, allow_inf_nan=False)
-    ack_timeout_s: float | None = Field(None, allow_inf_nan=False)
-    wait_s: float | None = Field(None, allow_inf_nan=False)
+    timeout_s: StrictFloat | StrictInt | None = Field(None, allow_inf_nan=False)  # no "10"
+    ack_timeout_s: StrictFloat | StrictInt | None = Field(None, allow_inf_nan=False)  # no "10"
+    wait_s: StrictFloat | StrictInt | None = Field(None, allow_inf_nan=False)  # no "10"
     consent: bool = False
 
 
@@ -54,7 +54,7 @@ class _TaskWire(BaseModel):
     capability_id: str
     operation_id: str
     args: dict[str, Any] = {}
-    timeout_s: float | None = Field(None, allow_inf_nan=False)
+    timeout_s: StrictFloat | StrictInt | None = Field(None, allow_inf_nan=False)  # no "10"
     consent: bool = False
 
 

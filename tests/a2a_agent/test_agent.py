@@ -262,3 +262,36 @@ def test_a_denied_runtime_error_subscription_costs_refusals_not_the_start() -> N
     agent._take_suback(2, [denied])
     assert agent._refused is not None and "task/command/mobility" in agent._refused
     agent.close()
+
+
+def test_a_cancel_reaches_its_hook_while_every_worker_is_busy(
+    runtime_factory: RuntimeFactory, probe: MqttProbe, agent_factory: AgentFactory
+) -> None:
+    """Found by an outside attack: with every worker in a blocking handler, `on_cancel` queued
+    behind them and never ran — nothing stopped the device."""
+    release = threading.Event()
+    stopped: list[str | None] = []
+
+    def block(task: Task) -> None:
+        release.wait(30)  # a handler that does not watch for its cancel
+
+    def stop(task: Task) -> None:
+        stopped.append(task.cancel_reason)
+        release.set()
+
+    agent = agent_factory(workers=1)
+    agent.handle("mobility", "move_to_room", block, on_cancel=stop)
+    agent.start()
+    runtime_factory()
+    try:
+        probe.publish(f"{ROOT}/workflow/request", move("wf-busy"))
+        probe.wait_for(
+            EVENTS, lambda b: b.get("task_id") == "wf-busy:move" and b["status"] == "RUNNING"
+        )
+        probe.publish(f"{ROOT}/pui/event", {"event_id": "pui-busy", "kind": "cancel"})
+        final = probe.wait_for(
+            CALLBACKS, lambda b: b["task_id"] == "wf-busy:move" and b["status"] == "CANCELLED"
+        )
+        assert final["reason"] == "pui" and stopped == ["pui"]
+    finally:
+        release.set()

@@ -198,3 +198,25 @@ def test_a_repeat_while_the_turn_is_answered_gets_the_answer_too(
     first, second = answers(probe, "t-twice")
     assert first == second and first["status"] == "ok"
     assert len(cloud.requests("/v1/a2a/turn")) == 1  # asked once
+
+
+def test_a_turn_refused_for_a_number_elsewhere_is_still_answered(
+    runtime_factory: RuntimeFactory, probe: MqttProbe
+) -> None:
+    """Found by an outside attack: a NaN or a 5,000-digit number anywhere made the payload
+    unreadable to the gate, so the turn got no answer and its refusal no `ref`."""
+    runtime_factory()
+    huge = b"9" * 5000
+    probe.publish(TURN_REQ, b'{"turn_id":"t-nan","recognized_text":"a","x":NaN}')
+    probe.publish(TURN_REQ, b'{"turn_id":"t-big","recognized_text":"a","x":' + huge + b"}")
+    step = b'"steps":[{"step_id":"s","capability_id":"mobility","operation_id":"move_to_room"'
+    probe.publish(
+        f"{ROOT}/workflow/request",
+        b'{"workflow_id":"wf-str",' + step + b',"timeout_s":"10"}]}',
+    )
+    for turn_id in ("t-nan", "t-big"):
+        answer = probe.wait_for(TURN_RESP, lambda b, t=turn_id: b["turn_id"] == t)
+        assert answer["status"] == "rejected" and answer["error"] == "invalid_json"
+        assert refusal(probe, "invalid_json", turn_id=turn_id)
+    rejected = workflow_event(probe, "wf-str", "WORKFLOW_REJECTED")  # "10" is not a number
+    assert "timeout_s" in rejected["reason"]
