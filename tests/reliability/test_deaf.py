@@ -85,6 +85,14 @@ def test_a_failing_handler_is_refused_dead_lettered_and_acknowledged(
         turn = {"turn_id": f"boom-{n}", "recognized_text": "비밀", "a2a_debug_raise": True}
         probe.publish(f"{ROOT}/turn/request", turn)
     eventually(lambda: len(errors(probe, "internal_error")) == FLOOD, 15)
+    refs = {e["ref"]["turn_id"] for e in errors(probe, "internal_error")}
+    assert refs == {f"boom-{n}" for n in range(FLOOD)}  # each refusal names its turn (2.4)
+
+    def answered() -> list[Any]:
+        return [b for b in probe.messages(f"{ROOT}/turn/response") if b["turn_id"] in refs]
+
+    eventually(lambda: len(answered()) == FLOOD)  # every one answered, `error`
+    assert {b["status"] for b in answered()} == {"error"}
     still_answers(probe, cloud, devices, "after-failures")
     listed = subprocess.run(
         [sys.executable, "-m", "edge", "inbox", "dead", "--json", "--config", str(runtime.config)],
@@ -148,6 +156,9 @@ def test_a_real_full_disk_holds_turns_and_answers_them_when_space_returns(
         turn = {"turn_id": f"full-{n}", "recognized_text": "가" * 4000}
         probe.publish(f"{ROOT}/turn/request", turn)
     eventually(lambda: errors(probe, "storage_unavailable"), 15)
+    assert all(
+        e["ref"]["turn_id"].startswith("full-") for e in errors(probe, "storage_unavailable")
+    )
     assert eventually(lambda: _said_degraded(runtime), 15)
     filler.unlink()  # space returns: no restart, no reconnect
     answered = f"{ROOT}/turn/response"
