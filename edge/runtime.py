@@ -401,6 +401,8 @@ class Runtime:
             problems.append(f"state DB refuses writes: {self._intake.held} inbound messages held")
         if self._heartbeat_error:
             problems.append(f"heartbeat not written: {self._heartbeat_error}")
+        if self._app.replayer.stalled_since is not None:
+            problems.append(f"sync makes no progress since {self._app.replayer.stalled_since}")
         return problems
 
     # --- housekeeping -----------------------------------------------------------------------

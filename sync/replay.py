@@ -162,6 +162,11 @@ class Replayer:
             self._resumed()
         return plan
 
+    @property
+    def stalled_since(self) -> str | None:
+        """When the current episode of exchanges that settle nothing began (None: none)."""
+        return self._stalled_since
+
     def _stalled(self, error: str) -> None:
         if self._stalled_since is None:
             self._stalled_since = iso(self._clock.now())

@@ -92,6 +92,8 @@ def test_a_cloud_that_settles_nothing_is_backed_off_warned_and_shown(
         assert error in (status["sync_last_error"] or ""), (name, status["sync_last_error"])
         sync = views.sync_status(settings)
         assert sync["stalled_since"] == status["sync_stalled_since"]
+        if episode == 1:  # the service's own health says so (the next heartbeat, within 5 s)
+            eventually(lambda: views.status(settings)["health"] == "degraded", 8)
         assert sync["warnings"][0].startswith("sync makes no progress since")
         # the cloud acks one write, then answers the next episode's way
         following = STALLS[episode][1] if episode < len(STALLS) else acked_all()
