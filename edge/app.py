@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any
 
 from a2a_common import jsonx
 from a2a_common.clock import iso
@@ -45,7 +45,6 @@ from taskmanager.model import ACTIVE_STEP
 from taskmanager.service import TaskManager
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 FORGET_SCOPES = ("pair", "session", "profile_key", "all")
 
 

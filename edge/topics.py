@@ -162,8 +162,10 @@ def ref_of(payload: bytes, max_bytes: int) -> dict[str, Any]:
     """The ids a payload carried (SPEC §2.4 `ref`): strings up to 128 characters and integers,
     best effort — nothing when the payload is not a readable JSON object."""
     decoded = decode_object(payload, max_bytes)
+    if isinstance(decoded, Refusal):  # e.g. a NaN or a huge number elsewhere: read leniently
+        decoded = decode_object(payload, max_bytes, lenient=True)
     if isinstance(decoded, Refusal):
-        decoded = _lenient(payload, max_bytes)  # e.g. a NaN or a huge number elsewhere
+        return {}
     ref: dict[str, Any] = {}
     for key in REF_KEYS:
         value = decoded.get(key)
@@ -174,28 +176,22 @@ def ref_of(payload: bytes, max_bytes: int) -> dict[str, Any]:
     return ref
 
 
-def _lenient(payload: bytes, max_bytes: int) -> dict[str, Any]:
-    """The payload read only to find its ids: numbers and constants that the gate refuses are
-    read as 0, so a refused payload can still be named in its refusal (and a turn answered)."""
-    if len(payload) > max_bytes:
-        return {}
-    try:
-        value = json.loads(
-            payload.decode("utf-8"),
-            parse_constant=lambda _c: 0,
-            parse_int=lambda _s: 0,
-            parse_float=lambda _s: 0.0,
-        )
-    except (ValueError, RecursionError):
-        return {}
-    return value if isinstance(value, dict) and _is_text(value) else {}
-
-
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not allowed in JSON payloads")
 
 
-def decode_object(payload: bytes, max_bytes: int) -> dict[str, Any] | Refusal:
+_LENIENT: dict[str, Any] = {
+    "parse_constant": lambda _c: 0,
+    "parse_int": lambda _s: 0,
+    "parse_float": lambda _s: 0.0,
+}
+
+
+def decode_object(
+    payload: bytes, max_bytes: int, *, lenient: bool = False
+) -> dict[str, Any] | Refusal:
+    """The payload as a JSON object, or why not. `lenient` reads numbers and constants the gate
+    refuses as 0: only to find the ids of a refused payload (its refusal's `ref`)."""
     if len(payload) > max_bytes:
         return Refusal("payload_too_large", f"{len(payload)} bytes > max_payload_bytes {max_bytes}")
     try:
@@ -203,7 +199,8 @@ def decode_object(payload: bytes, max_bytes: int) -> dict[str, Any] | Refusal:
     except UnicodeDecodeError:
         return Refusal("invalid_json", "payload is not UTF-8")
     try:
-        value = json.loads(text, parse_constant=_reject_constant)
+        hooks = _LENIENT if lenient else {"parse_constant": _reject_constant}
+        value = json.loads(text, **hooks)
     except RecursionError:
         return Refusal("invalid_json", "payload nests too deeply")
     except ValueError as exc:

@@ -46,9 +46,10 @@ def staleness(
     not start driving because of something said half a minute ago. Counted from `spoken_at`
     when the front-end (on the same robot and clock) gave it, else from arrival; an MQTT 5
     expiry the sender set counts too."""
-    waited = time.perf_counter() - received_at
-    if expires_at is not None and time.perf_counter() >= expires_at:
-        return f"its MQTT message expired {time.perf_counter() - expires_at:.1f}s ago"
+    instant = time.perf_counter()
+    waited = instant - received_at
+    if expires_at is not None and instant >= expires_at:
+        return f"its MQTT message expired {instant - expires_at:.1f}s ago"
     if spoken_at is not None:
         waited = (now - spoken_at).total_seconds()
         if -waited > max_age_s:  # same robot, same clock: a wrong clock must not pass as fresh
