@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from a2a_common.sqlite import open_state_db
+from edge.schema import MIGRATIONS
 from sim.cloud import SimCloud
 from sim.probe import MqttProbe
 from tests.conftest import ROOT, RuntimeFactory, StateRows, eventually, workflow_event
@@ -130,3 +132,64 @@ def test_bad_evidence_is_dropped_and_the_status_still_applies(
     whys = [d["dropped"]["why"] for d in trace if d.get("dropped")]
     assert whys == [{"not_an_object": 1}, {"value_not_allowed": 1}], trace
     assert "measured_142_95" not in json.dumps(trace) and "142" not in json.dumps(trace)
+
+
+LEGACY_EVIDENCE = {"measurement": "succeeded", "systolic": 151, "diastolic": 99}
+
+
+def seed_legacy(db_path: Path) -> None:
+    """What an older runtime left: an ended vital workflow whose doc, trace and dead-lettered
+    report hold a reading."""
+    db = open_state_db(db_path, MIGRATIONS)
+    step = {"step_id": "s", "status": "COMPLETED", "evidence": LEGACY_EVIDENCE}
+    doc = json.dumps({"workflow_id": "wf-old", "status": "completed", "steps": [step]})
+    report = json.dumps({"workflow_id": "wf-old", "event": {"evidence": LEGACY_EVIDENCE}})
+    at = "2026-11-30T00:00:00.000Z"
+    with db.atomic():
+        db.execute(
+            "INSERT INTO workflows (workflow_id, status, etag, source, doc, created_at,"
+            " updated_at) VALUES ('wf-old', 'completed', 3, 'planner', ?, ?, ?)",
+            [doc, at, at],
+        )
+        db.execute(
+            "INSERT INTO workflow_trace (workflow_id, ts, kind, detail)"
+            " VALUES ('wf-old', ?, 'event', ?)",
+            [at, json.dumps({"evidence": LEGACY_EVIDENCE})],
+        )
+        db.execute(
+            "INSERT INTO sync_dead (write_id, kind, payload, created_at, attempts, reason,"
+            " dead_at) VALUES ('w-old', 'task_terminal', ?, ?, 3, 'http_400', ?)",
+            [report, at, at],
+        )
+    db.close()
+
+
+def test_forget_all_takes_old_workflows_and_traces_and_lets_a_running_one_run(
+    tmp_path: Path,
+    state_rows: StateRows,
+    runtime_factory: RuntimeFactory,
+    probe: MqttProbe,
+) -> None:
+    """Before: `forget --all` left every workflow, trace row and report where it was."""
+    seed_legacy(tmp_path / "state" / "state.db")
+    runtime_factory(taskmanager={"catalog_file": vital_catalog(tmp_path)})
+    step = {"step_id": "step_vital", "capability_id": "vital_app", "operation_id": "start_session"}
+    probe.publish(f"{ROOT}/workflow/request", {"workflow_id": "wf-vital", "steps": [step]})
+    probe.wait_for(f"{ROOT}/task/command/vital_app", lambda b: b.get("task_id") == VITAL)
+    callback(probe, 1, "RUNNING")
+    workflow_event(probe, "wf-vital", "RUNNING")
+    needles = [b"systolic", b"diastolic", b"measurement"]
+    assert in_state(tmp_path, needles)
+    probe.publish(f"{ROOT}/memory/forget", {"request_id": "f-old", "scope": "all"})
+    result = probe.wait_for(
+        f"{ROOT}/memory/forget/result", lambda b: b.get("request_id") == "f-old"
+    )
+    assert result["removed"]["workflows"] == 1
+    assert state_rows("SELECT workflow_id, status FROM workflows") == [("wf-vital", "running")]
+    assert state_rows("SELECT count(*) FROM workflow_trace") == [(0,)]
+    assert state_rows("SELECT count(*) FROM sync_dead") == [(0,)]
+    eventually(lambda: not in_state(tmp_path, needles), 10)
+    callback(probe, 2, "COMPLETED", {"vital_interaction_ended": "completed"})
+    workflow_event(probe, "wf-vital", "WORKFLOW_COMPLETED")  # the forget did not stop it
+    doc = json.loads(state_rows("SELECT doc FROM workflows")[0][0])
+    assert doc["steps"][0]["evidence"] == {"vital_interaction_ended": "completed"}
