@@ -153,3 +153,20 @@ def test_forget_all_of_the_task_manager(tmp_path: Path) -> None:
     tm.callback(Callback("wf-run:step_move", 1, "COMPLETED", evidence={"arrived_room": "안방"}))
     doc = tm.store.get("wf-run")
     assert doc is not None and doc["steps"][0]["status"] == "COMPLETED"
+
+
+def test_a_flood_of_made_up_keys_is_a_few_log_lines(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    tm, _outbox = manager(tmp_path / "s.db", ManualClock(T0))
+    tm.submit(MOVE_PURIFY, source="planner")
+    caplog.set_level(logging.WARNING, logger="taskmanager.evidence")
+    flood = {f"k{n}_{'x' * 500}": n for n in range(300)}
+    tm.callback(Callback("wf-1:step_move", 1, "COMPLETED", evidence=flood))
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 9 and "292 more evidence keys dropped" in lines[-1]
+    assert max(len(line) for line in lines) < 300  # keys cut to 64 characters
+    doc = tm.store.get("wf-1")
+    assert doc is not None and doc["steps"][0]["status"] == "COMPLETED"
+    [row] = [t for t in tm.store.timeline("wf-1") if t["kind"] == "evidence_dropped"]
+    assert row["dropped"]["count"] == 300 and len(json.dumps(row)) < 200
