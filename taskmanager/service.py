@@ -41,6 +41,7 @@ from taskmanager.events import (
 )
 from taskmanager.evidence import screen_evidence
 from taskmanager.model import Workflow
+from taskmanager.redact import without_words
 from taskmanager.store import WorkflowStore
 from taskmanager.validate import Rejected, validate_replan, validate_task, validate_workflow
 
@@ -60,6 +61,7 @@ class TurnRef:
     turn_id: str
     pair_id: str
     session_id: str
+    text: str = ""  # the utterance: kept out of the trace's copy of the request, never stored
 
 
 @dataclass
@@ -169,8 +171,9 @@ class TaskManager:
             wf_id = checked.workflow_id
             if wf_id and not self.store.exists(wf_id):  # a rejected id stays free (SPEC 4.3)
                 with self._db.atomic():
+                    kept = without_words(raw, turn.text) if turn else raw
                     self.store.save_rejected(
-                        wf_id, checked.reason, raw, source, turn.turn_id if turn else None, now
+                        wf_id, checked.reason, kept, source, turn.turn_id if turn else None, now
                     )
                     self._out.publish(
                         Emit(
@@ -188,7 +191,7 @@ class TaskManager:
                         )
                     )
                     self.store.trace(
-                        wf_id, now, 1, "rejected", {"reason": checked.reason, "request": raw}
+                        wf_id, now, 1, "rejected", {"reason": checked.reason, "request": kept}
                     )
             log.warning("workflow %s rejected: %s", wf_id, checked.reason)
             return Result(rejected=[(wf_id, checked.reason)])
@@ -206,7 +209,11 @@ class TaskManager:
                 now,
                 0,
                 "request",
-                {"source": source, "turn_id": checked.turn_id, "request": raw},
+                {
+                    "source": source,
+                    "turn_id": checked.turn_id,
+                    "request": without_words(raw, turn.text) if turn else raw,
+                },
             )
             result = self._apply(Submit(checked))
         result.accepted.append(checked.workflow_id)

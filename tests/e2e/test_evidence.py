@@ -62,8 +62,8 @@ def test_vital_readings_are_never_stored_evented_or_reported(
     cloud.script_turn(
         route_family="ODL",
         assistant_text="혈압 측정 앱을 열게요.",
-        device_workflow_requests=[{"workflow_id": "wf-vital", "steps": [step]}],
-    )
+        device_workflow_requests=[{"workflow_id": "wf-vital", "steps": [step], "note": UTTERANCE}],
+    )  # the planner echoes the user in an extra field
     assert probe.turn("t-vital", UTTERANCE)["workflow_ids"] == ["wf-vital"]
     probe.wait_for(f"{ROOT}/task/command/vital_app", lambda b: b.get("task_id") == VITAL)
     callback(probe, 1, "RUNNING")
@@ -91,7 +91,8 @@ def test_vital_readings_are_never_stored_evented_or_reported(
     assert dropped and dropped[0]["dropped"]["count"] == 3, trace  # counted, keys not named
     docs = state_rows("SELECT doc FROM workflows")
     assert not leaks(json.dumps([trace, docs], ensure_ascii=False)), trace
-    assert not any(UTTERANCE in d for (d,) in docs)  # the workflow keeps the turn's ids only
+    rows = json.dumps([trace, docs], ensure_ascii=False)
+    assert UTTERANCE not in rows and "[user words]" in rows  # the turn's ids, not its words
     log = (tmp_path / "runtime.log").read_text(encoding="utf-8")
     warned = [line for line in log.splitlines() if "not terminal evidence" in line]
     assert len(warned) == 3 and "succeeded" not in log  # keys named once each, no value

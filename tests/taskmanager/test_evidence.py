@@ -17,6 +17,8 @@ from taskmanager.catalog import load_catalog, parse_catalog
 from taskmanager.core import Callback
 from taskmanager.errors import CatalogError
 from taskmanager.evidence import Dropped, screen_evidence
+from taskmanager.redact import without_words
+from taskmanager.service import TurnRef
 from tests.taskmanager.helpers import MOVE_PURIFY, T0
 from tests.taskmanager.test_service import manager
 
@@ -170,3 +172,29 @@ def test_a_flood_of_made_up_keys_is_a_few_log_lines(
     assert doc is not None and doc["steps"][0]["status"] == "COMPLETED"
     [row] = [t for t in tm.store.timeline("wf-1") if t["kind"] == "evidence_dropped"]
     assert row["dropped"]["count"] == 300 and len(json.dumps(row)) < 200
+
+
+def test_the_trace_keeps_the_request_without_the_users_words(tmp_path: Path) -> None:
+    tm, _outbox = manager(tmp_path / "s.db", ManualClock(T0))
+    words = "혈압 좀 재줘 요즘 어지러워"
+    turn = TurnRef("t-1", "pair-1", "session-1", words)
+    echo = {**MOVE_PURIFY, "note": f"사용자: {words}", "deep": [[{"x": words.upper()}]]}
+    assert tm.submit(echo, source="planner", turn=turn).accepted == ["wf-1"]
+    rejected = {"workflow_id": "wf-bad", "steps": [], "echo": words}
+    assert tm.submit(rejected, source="planner", turn=turn).rejected
+    stored = json.dumps(
+        [tm.store.timeline("wf-1"), tm.store.timeline("wf-bad"), tm.store.get("wf-bad")],
+        ensure_ascii=False,
+    )
+    assert words not in stored and "어지러워" not in stored
+    [request] = [t for t in tm.store.timeline("wf-1") if t["kind"] == "request"]
+    assert request["request"]["note"] == "[user words]" and request["turn_id"] == "t-1"
+    assert request["request"]["steps"] == MOVE_PURIFY["steps"]  # the rest as it came
+
+
+def test_redaction_is_bounded() -> None:
+    deep: Any = "혈압 재줘"
+    for _ in range(5000):  # deeper than Python's recursion limit
+        deep = [deep]
+    assert without_words(deep, "혈압 재줘") is not None
+    assert without_words({"a": "x"}, " ") == {"a": "x"}  # nothing to look for
