@@ -357,3 +357,42 @@ def test_a_closed_pipe_ends_quietly(runtime_factory: RuntimeFactory) -> None:
         os.close(write)
     assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr, proc.stderr
     assert proc.stderr == "" and proc.returncode == 141
+
+
+def test_forget_all_asks_on_a_terminal(tmp_path: Path) -> None:
+    """On a terminal `forget --all` asks; anything but y/yes changes nothing (exit 2). It asks
+    before it reads the config's state dir, so no service is needed to see the question."""
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "edge",
+            "memory",
+            "forget",
+            "--all",
+            "--config",
+            str(tmp_path / "none.toml"),
+        ],
+        stdin=follower,
+        stdout=follower,
+        stderr=follower,
+    )
+    os.close(follower)
+    seen = b""
+    while b"[y/N]" not in seen and select.select([leader], [], [], 20)[0]:
+        seen += os.read(leader, 4096)
+    assert b"forget everything the robot remembers" in seen, seen
+    os.write(leader, b"n\n")
+    rest = b""
+    while select.select([leader], [], [], 20)[0]:
+        try:
+            data = os.read(leader, 4096)
+        except OSError:
+            break
+        if not data:
+            break
+        rest += data
+    os.close(leader)
+    assert proc.wait(timeout=20) == 2
+    assert b"not confirmed; nothing was changed" in rest, rest
