@@ -87,8 +87,8 @@ def _quiet_pipe() -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
     try:
+        args = parser().parse_args(argv)
         code: int = args.func(args)
         sys.stdout.flush()  # a closed pipe shows here, inside the handler, not at exit
     except BrokenPipeError:

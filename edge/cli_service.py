@@ -73,7 +73,12 @@ def run_bounded(main: Coroutine[Any, Any, int], grace_s: float = 1.0) -> int:
 
 def _status_title(shown: dict[str, Any]) -> str:
     age = shown["heartbeat_age_s"]
-    seen = f"last seen {age:g} s ago" if age is not None else "never seen"
+    if age is None:
+        seen = "never seen"
+    elif age < 0:  # its clock is ahead of this one (a demo's simulated days, a jump)
+        seen = f"last seen at {shown['last_seen']}, {-age:g} s ahead of this clock"
+    else:
+        seen = f"last seen {age:g} s ago"
     if shown["service"] == "running":
         return f"a2a-edge running ({shown['health']}), {seen}"
     then = "; broker, cloud and loop values are from then" if age is not None else ""
