@@ -23,6 +23,7 @@ from a2a_common.sqlite import StorageUnavailable
 from edge import timings
 from edge.app_turns import TurnInputs
 from edge.checkpointer import Checkpointer
+from edge.consent_ops import ConsentOps
 from edge.inbox import InboxDeadLetters
 from edge.memory_ops import MemoryOps
 from edge.outbound import Wire
@@ -31,12 +32,14 @@ from edge.reports import Reports
 from edge.topics import (
     AdminRequestMsg,
     Arrival,
+    ConsentRequestMsg,
     DeviceContextMsg,
     ForgetMsg,
     PuiEventMsg,
     Refusal,
     TaskCallbackMsg,
     WorkflowRequestMsg,
+    parse,
     ref_of,
 )
 from edge.work import Work
@@ -59,8 +62,10 @@ class DeviceApp:
         memory_ops: MemoryOps,
         checkpointer: Checkpointer,
         reports: Reports,
+        consent: ConsentOps,
     ) -> None:
         self.work = work
+        self.consent = consent
         self.unit = work.unit
         self.after_commit = work.after_commit
         self.tm: TaskManager = work.tm
@@ -249,14 +254,18 @@ class DeviceApp:
         self.after_commit(partial(setattr, self.turns, "device_context", context))
 
     def tick(self) -> None:
-        """Deadlines that have passed fire."""
+        """Deadlines that have passed fire; consent grants that have expired end."""
         with self.unit() as result:
+            result.merge(self.consent.expire())
             result.merge(self.tm.tick())
 
     async def run_timer(self) -> None:
         while True:
             self.work.wake.clear()
-            due = self.tm.next_deadline()
+            due = min(
+                (d for d in (self.tm.next_deadline(), self.consent.register.next_expiry()) if d),
+                default=None,
+            )
             if due is None:
                 await self.work.wake.wait()
                 continue
@@ -291,6 +300,8 @@ class DeviceApp:
             return self._forget(args.get("scope"), args.get("id"))
         if command == "memory.revoke":
             return self._revoke(args.get("key"))
+        if command in ("consent.grant", "consent.revoke"):
+            return self._consent(command.partition(".")[2], args)
         if command == "sync.replay":
             requeue = args.get("requeue_dead", False)
             if not isinstance(requeue, bool):
@@ -350,3 +361,64 @@ class DeviceApp:
             removed = self._forget_in_unit(msg.scope, msg.id)
             body = {"request_id": msg.request_id, "removed": removed}
             self.outbox.enqueue(self.topics.forget_result, body)
+
+    # --- consent (SPEC §5.6) -------------------------------------------------------------------
+    def take_consent(self, msg: ConsentRequestMsg, arrival: Arrival) -> None:
+        """Every request gets `P/consent/result`; a repeat of an applied `request_id` the same
+        answer again (applied once); one the register cannot take is refused with `ref` too."""
+        key = f"consent:{msg.request_id}"
+        ref = {"request_id": msg.request_id}
+        seen = self.dedupe.seen(key)
+        if seen is not None:
+            if seen.answer is not None:
+                with self.unit():
+                    self.outbox.enqueue(self.topics.consent_result, seen.answer)
+            return
+        with self.unit() as result:
+            answer = self.consent.apply(
+                result,
+                action=msg.action,
+                scope=msg.scope,
+                ttl_s=msg.ttl_s,
+                source="ui",
+                request_id=msg.request_id,
+            )
+            body = {"request_id": msg.request_id, **answer.wire()}
+            self.outbox.enqueue(self.topics.consent_result, body)
+            if answer.ok:  # a refused one changes nothing, not even a dedupe mark
+                self.dedupe.mark(key, arrival.topic)
+                self.dedupe.answered(key, body)
+        if not answer.ok:
+            refusal = Refusal(answer.error or "invalid_field", answer.detail or "")
+            self.refuse(arrival.topic, refusal, ref=ref)
+
+    def reject_consent(self, payload: bytes, refusal: Refusal) -> None:
+        """A `P/consent/request` refused at the gate is answered all the same when its
+        `request_id` can be read: the UI never waits for nothing."""
+        request_id = ref_of(payload, self.settings.mqtt.max_payload_bytes).get("request_id")
+        if not isinstance(request_id, str):
+            return
+        body = {"request_id": request_id, "ok": False, "grants": self.consent.grants()}
+        body |= {"error": refusal.error, "detail": refusal.detail}
+        with self.unit():
+            self.outbox.enqueue(self.topics.consent_result, body)
+
+    def _consent(self, action: str, args: dict[str, Any]) -> dict[str, Any]:
+        """`consent.grant` / `consent.revoke` {scope, ttl_s?}: the same rules as the UI's."""
+        wire = {**args, "request_id": "admin", "action": action}
+        max_bytes = self.settings.mqtt.max_payload_bytes
+        msg = parse(ConsentRequestMsg, jsonx.dumps(wire).encode(), max_bytes)
+        if isinstance(msg, Refusal):
+            return {"ok": False, "error": f"{msg.error}: {msg.detail}"}
+        with self.unit() as result:
+            answer = self.consent.apply(
+                result,
+                action=action,
+                scope=msg.scope,
+                ttl_s=msg.ttl_s,
+                source="cli",
+                request_id=None,
+            )
+        if not answer.ok:
+            return {"ok": False, "error": f"{answer.error}: {answer.detail}"}
+        return {"ok": True, "result": {"grants": answer.grants}}

@@ -202,6 +202,9 @@ class Runtime:
             return
         logging.getLogger().setLevel(fresh.log.level)
         self._app.memory.set_privacy(privacy_policy(fresh))
+        self._app.consent.register.set_standing(
+            fresh.privacy.consented_categories, fresh.privacy.consented_capabilities
+        )
         log.info(
             "reloaded: log level %s, privacy policy with %d categories, %d consented",
             fresh.log.level,

@@ -1,0 +1,101 @@
+"""Grant, revoke and expiry as the app runs them (SPEC §5.6), inside the caller's unit of work:
+the register's change and its audit, the `consent` write for the cloud, and — for a capability
+that is no longer covered — the cancel of every active workflow that needs it (reason
+`consent_revoked`: `task/cancel` to its dispatched tasks, its events, its terminal report).
+A category that is no longer covered leaves the next snapshot by itself: the cache reads the
+held categories from the register each time it builds one."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from edge.consent import ConsentRegister, normal_scope
+from sync.outbox import SyncOutbox
+from taskmanager.service import Result, TaskManager
+
+log = logging.getLogger(__name__)
+REVOKED = "consent_revoked"
+
+
+@dataclass(frozen=True)
+class ConsentAnswer:
+    ok: bool
+    grants: list[dict[str, Any]]
+    error: str | None = None
+    detail: str | None = None
+
+    def wire(self) -> dict[str, Any]:
+        """`P/consent/result` less its `request_id`; also the admin command's result."""
+        body: dict[str, Any] = {"ok": self.ok, "grants": self.grants}
+        if self.error is not None:
+            body["error"] = self.error
+            body["detail"] = self.detail or self.error
+        return body
+
+
+class ConsentOps:
+    def __init__(self, *, register: ConsentRegister, sync_outbox: SyncOutbox, tm: TaskManager):
+        self.register = register
+        self._sync = sync_outbox
+        self._tm = tm
+
+    def grants(self) -> list[dict[str, Any]]:
+        return [g.wire() for g in self.register.held()]
+
+    def check(self, action: str, scope: str) -> tuple[str, str] | None:
+        """What the register cannot take, as (error, detail); None when it can. The payload's
+        form (types, the scope's pattern, ttl_s) is the model's (`ConsentRequestMsg`)."""
+        kind, _, name = scope.partition(":")
+        if kind == "capability" and name not in self._tm.catalog.capabilities():
+            return "unknown_capability", f"scope {scope}: no such capability in the catalog"
+        if action == "revoke" and self.register.standing(normal_scope(scope)):
+            where = f"privacy.consented_{'categories' if kind == 'category' else 'capabilities'}"
+            return "standing_in_config", f"{scope} stands in config ({where}); change it there"
+        return None
+
+    def apply(
+        self,
+        result: Result,
+        *,
+        action: str,
+        scope: str,
+        ttl_s: float | None,
+        source: str,
+        request_id: str | None,
+    ) -> ConsentAnswer:
+        """Call inside the caller's unit of work (`result` is its TaskManager result)."""
+        refused = self.check(action, scope)
+        if refused is not None:
+            return ConsentAnswer(False, self.grants(), *refused)
+        scope = normal_scope(scope)
+        if action == "grant":
+            grant = self.register.grant(scope, ttl_s, source, request_id)
+            self._sync.enqueue([self.register.write("grant", scope, source, grant.expires_at)])
+            log.info("consent granted: %s (%s, ttl %s)", scope, source, ttl_s)
+        elif self.register.revoke(scope, source, request_id):
+            self._sync.enqueue([self.register.write("revoke", scope, source, None)])
+            result.merge(self._ended(scope))
+            log.info("consent revoked: %s (%s)", scope, source)
+        return ConsentAnswer(True, self.grants())
+
+    def expire(self) -> Result:
+        """Grants whose time has passed end like a revoke, once noticed (the app's tick)."""
+        result = Result()
+        for grant in self.register.expire():
+            self._sync.enqueue([self.register.write("expire", grant.scope, grant.source, None)])
+            log.info("consent expired: %s", grant.scope)
+            result.merge(self._ended(grant.scope))
+        return result
+
+    def _ended(self, scope: str) -> Result:
+        """A capability no grant covers any more: its workflows are cancelled at once."""
+        kind, _, name = scope.partition(":")
+        result = Result()
+        if kind != "capability" or name in self.register.capabilities():
+            return result  # a category, or still covered (config)
+        for workflow_id in self._tm.needing(name):
+            log.info("workflow %s cancelled: %s %s", workflow_id, REVOKED, scope)
+            result.merge(self._tm.cancel(workflow_id, REVOKED))
+        return result
