@@ -256,8 +256,11 @@ class DeviceApp:
     def tick(self) -> None:
         """Deadlines that have passed fire; consent grants that have expired end."""
         with self.unit() as result:
-            result.merge(self.consent.expire())
+            expired, ended = self.consent.expire()
+            result.merge(expired)
             result.merge(self.tm.tick())
+            if ended:  # the cloud is told soon, not at the replay's next idle check
+                self.after_commit(self.replayer.notify)
 
     async def run_timer(self) -> None:
         while True:
@@ -388,6 +391,7 @@ class DeviceApp:
             if answer.ok:  # a refused one changes nothing, not even a dedupe mark
                 self.dedupe.mark(key, arrival.topic)
                 self.dedupe.answered(key, body)
+                self.after_commit(self.replayer.notify)
         if not answer.ok:
             refusal = Refusal(answer.error or "invalid_field", answer.detail or "")
             self.refuse(arrival.topic, refusal, ref=ref)
@@ -421,4 +425,5 @@ class DeviceApp:
             )
         if not answer.ok:
             return {"ok": False, "error": f"{answer.error}: {answer.detail}"}
+        self.replayer.notify()
         return {"ok": True, "result": {"grants": answer.grants}}

@@ -80,14 +80,16 @@ class ConsentOps:
             log.info("consent revoked: %s (%s)", scope, source)
         return ConsentAnswer(True, self.grants())
 
-    def expire(self) -> Result:
-        """Grants whose time has passed end like a revoke, once noticed (the app's tick)."""
+    def expire(self) -> tuple[Result, int]:
+        """Grants whose time has passed end like a revoke, once noticed (the app's tick);
+        with how many ended."""
         result = Result()
-        for grant in self.register.expire():
+        gone = self.register.expire()
+        for grant in gone:
             self._sync.enqueue([self.register.write("expire", grant.scope, grant.source, None)])
             log.info("consent expired: %s", grant.scope)
             result.merge(self._ended(grant.scope))
-        return result
+        return result, len(gone)
 
     def _ended(self, scope: str) -> Result:
         """A capability no grant covers any more: its workflows are cancelled at once."""
