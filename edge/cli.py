@@ -22,6 +22,7 @@ from a2a_common.backup import BackupError
 from a2a_common.clock import Clock, OffsetClock, SteadyClock, SystemClock
 from a2a_common.sqlite import StorageError
 from edge import statelock
+from edge.cli_consent import add_consent
 from edge.cli_read import (
     cmd_inbox_dead,
     cmd_memory_show,
@@ -359,6 +360,7 @@ def parser() -> argparse.ArgumentParser:
     status.set_defaults(func=cmd_status)
 
     _add_memory(sub)
+    add_consent(sub)
     _add_workflows(sub)
     _add_sync(sub)
     _add_inbox(sub)

@@ -6,6 +6,9 @@ the device kept no record of what the user agreed to."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -167,3 +170,36 @@ def test_bad_consent_requests_are_refused_with_ref_and_answered(
     assert state_rows("SELECT count(*) FROM sync_outbox WHERE kind = 'consent'") == [(0,)]
     probe.publish(f"{ROOT}/workflow/request", vital("wf-cfg"))  # the standing grant holds
     workflow_event(probe, "wf-cfg", "WORKFLOW_ACCEPTED")
+
+
+def cli(*args: str, code: int = 0) -> Any:
+    done = subprocess.run(
+        [sys.executable, "-m", "edge", *args], capture_output=True, text=True, timeout=30
+    )
+    assert done.returncode == code, done.stderr
+    return done.stdout
+
+
+def test_consent_cli_through_the_service_and_without_it(
+    runtime_factory: RuntimeFactory, probe: MqttProbe, state_rows: StateRows
+) -> None:
+    runtime = runtime_factory()
+    config = ("--config", str(runtime.config))
+    granted = json.loads(
+        cli("consent", "grant", "capability:vital_app", "--ttl", "600", "--json", *config)
+    )
+    assert granted["ok"] is True and granted["result"]["grants"][0]["source"] == "cli"
+    listed = json.loads(cli("consent", "list", "--json", *config))
+    assert [g["scope"] for g in listed["grants"]] == ["capability:vital_app"]
+    assert listed["audit"][0]["action"] == "grant"
+    probe.publish(f"{ROOT}/workflow/request", vital("wf-cli"))
+    workflow_event(probe, "wf-cli", "WORKFLOW_ACCEPTED")  # the service took the grant itself
+    cli("consent", "grant", "capability:nope", *config, code=1)  # refused by the service
+
+    assert runtime.terminate() == 0  # no service: the CLI takes the DB itself
+    assert "revoke capability:vital_app: ok" in cli(
+        "consent", "revoke", "capability:vital_app", *config
+    )
+    assert "no consent grant is held" in cli("consent", "list", *config)
+    actions = state_rows("SELECT action, source FROM consent_audit ORDER BY id")
+    assert actions == [("grant", "cli"), ("revoke", "cli")]
