@@ -407,6 +407,12 @@ class DeviceApp:
         with self.unit():
             self.outbox.enqueue(self.topics.consent_result, body)
 
+    def reload_consent(self, categories: list[str], capabilities: list[str]) -> None:
+        """SIGHUP: the grants standing in config, again; a dropped one ends like a revoke."""
+        self.consent.register.set_standing(categories, capabilities)
+        with self.unit() as result:
+            result.merge(self.consent.enforce())
+
     def _consent(self, action: str, args: dict[str, Any]) -> dict[str, Any]:
         """`consent.grant` / `consent.revoke` {scope, ttl_s?}: the same rules as the UI's."""
         wire = {**args, "request_id": "admin", "action": action}

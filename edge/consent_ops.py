@@ -76,28 +76,34 @@ class ConsentOps:
             log.info("consent granted: %s (%s, ttl %s)", scope, source, ttl_s)
         elif self.register.revoke(scope, source, request_id):
             self._sync.enqueue([self.register.write("revoke", scope, source, None)])
-            result.merge(self._ended(scope))
             log.info("consent revoked: %s (%s)", scope, source)
+            result.merge(self.enforce())
         return ConsentAnswer(True, self.grants())
 
     def expire(self) -> tuple[Result, int]:
         """Grants whose time has passed end like a revoke, once noticed (the app's tick);
-        with how many ended."""
+        with how many ended. A workflow that needs what no grant covers is cancelled."""
         result = Result()
         gone = self.register.expire()
         for grant in gone:
             self._sync.enqueue([self.register.write("expire", grant.scope, grant.source, None)])
             log.info("consent expired: %s", grant.scope)
-            result.merge(self._ended(grant.scope))
+        result.merge(self.enforce())  # cheap; also catches a reload whose cancels failed
         return result, len(gone)
 
-    def _ended(self, scope: str) -> Result:
-        """A capability no grant covers any more: its workflows are cancelled at once."""
-        kind, _, name = scope.partition(":")
+    def enforce(self) -> Result:
+        """Every active workflow that needs a capability no grant covers now is cancelled at
+        once (after a revoke, an expiry, or a config reload that dropped a standing grant)."""
+        held = self.register.capabilities()
         result = Result()
-        if kind != "capability" or name in self.register.capabilities():
-            return result  # a category, or still covered (config)
-        for workflow_id in self._tm.needing(name):
-            log.info("workflow %s cancelled: %s %s", workflow_id, REVOKED, scope)
-            result.merge(self._tm.cancel(workflow_id, REVOKED))
+        ended: set[str] = set()
+        for capability_id in self._tm.catalog.capabilities():
+            if capability_id in held:
+                continue
+            for workflow_id in self._tm.needing(capability_id):
+                if workflow_id in ended:
+                    continue
+                ended.add(workflow_id)
+                log.info("workflow %s cancelled: %s (%s)", workflow_id, REVOKED, capability_id)
+                result.merge(self._tm.cancel(workflow_id, REVOKED))
         return result

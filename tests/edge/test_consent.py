@@ -137,3 +137,18 @@ def test_admin_commands_take_the_same_rules(robot: Robot) -> None:
     bad = robot.admin("a-3", "consent.revoke", scope="capability:vital_app", action="grant")
     assert bad["ok"] is True  # args cannot change the command's action
     assert robot.rows("SELECT action FROM consent_audit ORDER BY id") == [("grant",), ("revoke",)]
+
+
+def test_a_standing_grant_dropped_by_a_reload_ends_like_a_revoke(tmp_path: Path) -> None:
+    robot = Robot(tmp_path, privacy={"consented_capabilities": ["vital_app"]})
+    try:
+        assert ask(robot, "c-1", "revoke", "capability:vital_app")["error"] == "standing_in_config"
+        robot.push(VITAL)
+        assert robot.wire.on("task/command/vital_app")
+        robot.app.reload_consent(["health"], ["vital_app"])  # still standing: nothing ends
+        assert robot.app.tm.active_ids() == ["wf-v"]
+        robot.app.reload_consent([], [])
+        [cancel] = robot.wire.on("task/cancel/vital_app")
+        assert cancel["reason"] == "consent_revoked" and robot.app.tm.active_ids() == []
+    finally:
+        asyncio.run(robot.app.close())
