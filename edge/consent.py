@@ -25,7 +25,6 @@ from a2a_common.writes import SyncWrite
 
 MAX_TTL_S = 366 * 86400  # a grant asks again at least once a year
 SCOPE_PATTERN = r"^(category|capability):[A-Za-z0-9_.\-]{1,64}$"
-SOURCES = ("ui", "cli", "config")
 
 
 def _v1(db: sqlite_utils.Database) -> None:

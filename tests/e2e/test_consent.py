@@ -194,7 +194,6 @@ def test_consent_cli_through_the_service_and_without_it(
     assert listed["audit"][0]["action"] == "grant"
     probe.publish(f"{ROOT}/workflow/request", vital("wf-cli"))
     workflow_event(probe, "wf-cli", "WORKFLOW_ACCEPTED")  # the service took the grant itself
-    cli("consent", "grant", "capability:nope", *config, code=1)  # refused by the service
 
     assert runtime.terminate() == 0  # no service: the CLI takes the DB itself
     assert "revoke capability:vital_app: ok" in cli(
