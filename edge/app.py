@@ -378,14 +378,7 @@ class DeviceApp:
                     self.outbox.enqueue(self.topics.consent_result, seen.answer)
             return
         with self.unit() as result:
-            answer = self.consent.apply(
-                result,
-                action=msg.action,
-                scope=msg.scope,
-                ttl_s=msg.ttl_s,
-                source="ui",
-                request_id=msg.request_id,
-            )
+            answer = self.consent.apply(result, msg, source="ui", request_id=msg.request_id)
             body = {"request_id": msg.request_id, **answer.wire()}
             self.outbox.enqueue(self.topics.consent_result, body)
             if answer.ok:  # a refused one changes nothing, not even a dedupe mark
@@ -421,14 +414,7 @@ class DeviceApp:
         if isinstance(msg, Refusal):
             return {"ok": False, "error": f"{msg.error}: {msg.detail}"}
         with self.unit() as result:
-            answer = self.consent.apply(
-                result,
-                action=action,
-                scope=msg.scope,
-                ttl_s=msg.ttl_s,
-                source="cli",
-                request_id=None,
-            )
+            answer = self.consent.apply(result, msg, source="cli", request_id=None)
         if not answer.ok:
             return {"ok": False, "error": f"{answer.error}: {answer.detail}"}
         self.replayer.notify()

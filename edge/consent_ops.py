@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from edge.consent import ConsentRegister, normal_scope
+from edge.topics import ConsentRequestMsg
 from sync.outbox import SyncOutbox
 from taskmanager.service import Result, TaskManager
 
@@ -56,16 +57,10 @@ class ConsentOps:
         return None
 
     def apply(
-        self,
-        result: Result,
-        *,
-        action: str,
-        scope: str,
-        ttl_s: float | None,
-        source: str,
-        request_id: str | None,
+        self, result: Result, msg: ConsentRequestMsg, *, source: str, request_id: str | None
     ) -> ConsentAnswer:
         """Call inside the caller's unit of work (`result` is its TaskManager result)."""
+        action, scope, ttl_s = msg.action, msg.scope, msg.ttl_s
         refused = self.check(action, scope)
         if refused is not None:
             return ConsentAnswer(False, self.grants(), *refused)
