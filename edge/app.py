@@ -21,7 +21,7 @@ from a2a_common import jsonx
 from a2a_common.clock import iso
 from a2a_common.sqlite import StorageUnavailable
 from edge import timings
-from edge.app_turns import TurnInputs
+from edge.app_turns import TurnInputs, fingerprint
 from edge.checkpointer import Checkpointer
 from edge.consent_ops import ConsentOps
 from edge.inbox import InboxDeadLetters
@@ -371,18 +371,22 @@ class DeviceApp:
         answer again (applied once); one the register cannot take is refused with `ref` too."""
         key = f"consent:{msg.request_id}"
         ref = {"request_id": msg.request_id}
+        content = fingerprint(jsonx.dumps([msg.action, msg.scope, msg.ttl_s]))
         seen = self.dedupe.seen(key)
-        if seen is not None:
-            if seen.answer is not None:
+        if seen is not None and seen.fingerprint in (None, content):
+            if seen.answer is not None:  # the same request again: its answer again
                 with self.unit():
                     self.outbox.enqueue(self.topics.consent_result, seen.answer)
             return
         with self.unit() as result:
-            answer = self.consent.apply(result, msg, source="ui", request_id=msg.request_id)
+            if seen is not None:  # the id of an applied request, with other content
+                answer = self.consent.refused("duplicate_request_id", "applied before as another")
+            else:
+                answer = self.consent.apply(result, msg, source="ui", request_id=msg.request_id)
             body = {"request_id": msg.request_id, **answer.wire()}
             self.outbox.enqueue(self.topics.consent_result, body)
             if answer.ok:  # a refused one changes nothing, not even a dedupe mark
-                self.dedupe.mark(key, arrival.topic)
+                self.dedupe.mark(key, arrival.topic, content)
                 self.dedupe.answered(key, body)
                 self.after_commit(self.replayer.notify)
         if not answer.ok:

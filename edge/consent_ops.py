@@ -45,6 +45,9 @@ class ConsentOps:
     def grants(self) -> list[dict[str, Any]]:
         return [g.wire() for g in self.register.held()]
 
+    def refused(self, error: str, detail: str) -> ConsentAnswer:
+        return ConsentAnswer(False, self.grants(), error, detail)
+
     def check(self, action: str, scope: str) -> tuple[str, str] | None:
         """What the register cannot take, as (error, detail); None when it can. The payload's
         form (types, the scope's pattern, ttl_s) is the model's (`ConsentRequestMsg`)."""

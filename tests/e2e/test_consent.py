@@ -36,9 +36,16 @@ def vital(workflow_id: str, **step: Any) -> dict[str, Any]:
 
 
 def consent(probe: MqttProbe, request_id: str, payload: Any) -> Any:
-    """Publish a `P/consent/request` and return the `P/consent/result` that answers it."""
+    """Publish a `P/consent/request` and return the `P/consent/result` that answers it (the
+    newest one for this id: a repeat is answered again)."""
+
+    def answers() -> list[Any]:
+        return [b for b in probe.messages(RESULT) if b.get("request_id") == request_id]
+
+    before = len(answers())
     probe.publish(f"{ROOT}/consent/request", payload)
-    return probe.wait_for(RESULT, lambda b: b.get("request_id") == request_id)
+    eventually(lambda: len(answers()) > before)
+    return answers()[-1]
 
 
 def test_a_consent_flag_in_a_request_starts_nothing(
@@ -81,6 +88,9 @@ def test_grant_runs_survives_a_restart_and_a_revoke_cancels_the_running_step(
     [held] = answer["grants"]
     assert held["scope"] == "capability:vital_app" and held["source"] == "ui"
     assert consent(probe, "c-1", {**grant, "ttl_s": 3600}) == answer  # a repeat: applied once
+    reused = consent(probe, "c-1", {**grant, "action": "revoke"})  # the id, other content
+    assert (reused["ok"], reused["error"]) == (False, "duplicate_request_id")
+    refusal(probe, "duplicate_request_id", request_id="c-1")
 
     assert runtime.terminate() == 0
     since = iso(datetime.now(UTC) - timedelta(seconds=1))

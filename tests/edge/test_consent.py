@@ -99,6 +99,10 @@ def test_a_repeat_is_answered_the_same_and_applied_once(robot: Robot) -> None:
     robot.clock.advance(5)
     again = ask(robot, "c-1", "grant", "category:Health")
     assert again == first and first["grants"][0]["scope"] == "category:health"
+    reused = ask(robot, "c-1", "revoke", "category:health")  # the id again, other content
+    assert reused["ok"] is False and reused["error"] == "duplicate_request_id"
+    assert robot.wire.on("runtime/error")[-1]["ref"] == {"request_id": "c-1"}
+    assert [g["scope"] for g in reused["grants"]] == ["category:health"]  # still held
     assert robot.rows("SELECT count(*) FROM consent_audit") == [(1,)]
 
 
