@@ -212,3 +212,27 @@ def test_consent_cli_through_the_service_and_without_it(
     assert "no consent grant is held" in cli("consent", "list", *config)
     actions = state_rows("SELECT action, source FROM consent_audit ORDER BY id")
     assert actions == [("grant", "cli"), ("revoke", "cli")]
+
+
+def test_a_category_grant_opens_the_snapshot_and_its_revoke_closes_it(
+    runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe
+) -> None:
+    runtime_factory()
+    item = {"key": "blood_pressure", "value": "high", "category": "health", "status": "confirmed"}
+    cloud.script_sync({"status": 200, "updates": {"profile_items": [item]}})
+
+    def items_sent(turn_id: str) -> list[Any]:
+        """The profile items of the snapshot the runtime sent the cloud for this turn."""
+        probe.turn(turn_id, "안녕")
+        body = cloud.requests("/v1/a2a/turn")[-1]["body"]
+        return list(body["voice_context"]["memory_snapshot"]["long_term"]["profile_items"])
+
+    items_sent("t-1")
+    eventually(lambda: cloud.synced())  # the pair went up, the health item came down
+    assert items_sent("t-2") == []  # sensitive, no grant
+    grant = {"request_id": "c-h", "action": "grant", "scope": "category:health"}
+    assert consent(probe, "c-h", grant)["ok"] is True
+    assert items_sent("t-3") == [{"key": "blood_pressure", "value": "high", "category": "health"}]
+    revoke = {"request_id": "c-r", "action": "revoke", "scope": "category:Health"}
+    assert consent(probe, "c-r", revoke)["grants"] == []
+    assert items_sent("t-4") == []  # the next snapshot after the revoke
