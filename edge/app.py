@@ -338,6 +338,7 @@ class DeviceApp:
         self.dedupe.forget_answers(None if turns is None else [f"turn:{t}" for t in turns])
         if scope == "all":  # a dead-lettered turn holds the user's words too
             log.info("forget all: %d inbound dead letters wiped", self.dead_letters.wipe())
+            removed["workflows"] = self.tm.forget_all(self.sync.drop_reports)["workflows"]
         self.after_commit(self.checkpointer.truncate)
         return removed
 

@@ -71,7 +71,7 @@ class TaskCallbackMsg(_Inbound):
     status: CallbackStatus
     progress: float | None = Field(None, ge=0, le=100)
     reason: StrictStr | None = Field(None, max_length=200)
-    evidence: dict[str, Any] | None = None
+    evidence: Any = None  # any JSON: the TaskManager's allowlist keeps what it may (SPEC 4.5)
     ts: StrictStr | None = Field(None, max_length=64)
 
 
