@@ -261,6 +261,8 @@ class DeviceApp:
             result.merge(self.tm.tick())
             if ended:  # the cloud is told soon, not at the replay's next idle check
                 self.after_commit(self.replayer.notify)
+            if self.consent.recheck:  # a reload's cancels are done once this commits
+                self.after_commit(partial(setattr, self.consent, "recheck", False))
 
     async def run_timer(self) -> None:
         while True:
@@ -381,7 +383,9 @@ class DeviceApp:
             return
         with self.unit() as result:
             if seen is not None:  # the id of an applied request, with other content
-                answer = self.consent.refused("duplicate_request_id", "applied before as another")
+                answer = self.consent.refused(
+                    "duplicate_request_id", "this request_id was applied with other content"
+                )
             else:
                 answer = self.consent.apply(result, msg, source="ui", request_id=msg.request_id)
             body = {"request_id": msg.request_id, **answer.wire()}
@@ -408,8 +412,10 @@ class DeviceApp:
     def reload_consent(self, categories: list[str], capabilities: list[str]) -> None:
         """SIGHUP: the grants standing in config, again; a dropped one ends like a revoke."""
         self.consent.register.set_standing(categories, capabilities)
+        self.consent.recheck = True  # until the cancels commit (else the next tick does them)
         with self.unit() as result:
             result.merge(self.consent.enforce())
+        self.consent.recheck = False
 
     def _consent(self, action: str, args: dict[str, Any]) -> dict[str, Any]:
         """`consent.grant` / `consent.revoke` {scope, ttl_s?}: the same rules as the UI's."""

@@ -41,6 +41,7 @@ class ConsentOps:
         self.register = register
         self._sync = sync_outbox
         self._tm = tm
+        self.recheck = False  # a reload's cancels did not commit: the next tick does them
 
     def grants(self) -> list[dict[str, Any]]:
         return [g.wire() for g in self.register.held()]
@@ -86,7 +87,8 @@ class ConsentOps:
         for grant in gone:
             self._sync.enqueue([self.register.write("expire", grant.scope, grant.source, None)])
             log.info("consent expired: %s", grant.scope)
-        result.merge(self.enforce())  # cheap; also catches a reload whose cancels failed
+        if gone or self.recheck:
+            result.merge(self.enforce())
         return result, len(gone)
 
     def enforce(self) -> Result:
