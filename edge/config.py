@@ -134,7 +134,8 @@ class CategoryPolicySettings(_Section):
 
 class PrivacySettings(_Section):
     sensitive_categories: list[str] = ["health", "vital", "home_layout", "contact"]
-    consented_categories: list[str] = []
+    consented_categories: list[str] = []  # standing consent grants (SPEC 5.6), source config
+    consented_capabilities: list[str] = []  # e.g. ["vital_app"]: its steps run without asking
     # category -> policy; a sensitive category without an entry is kept 30 days, unshared
     categories: dict[str, CategoryPolicySettings] = {}
 

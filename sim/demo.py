@@ -3,7 +3,9 @@ agents and the runtime in a temporary state dir — playing a scripted conversat
 
 1. a two-step room workflow with live progress; 2. a follow-up that uses memory; 3. a PUI
 cancel; 4. the cloud going down (offline answers, the stop intent, the outbox growing);
-5. the cloud coming back (replay); 6. the day 1–6 preference promotion on a simulated clock.
+5. the cloud coming back (replay); 6. the day 1–6 preference promotion on a simulated clock;
+7. a vital measurement: the planner asks for consent, the simulated UI grants it on the robot
+(`P/consent/request` -> `P/consent/result`), then the vital app runs.
 
 It prints a timeline (Korean and English; coloured on a terminal), then a summary table, exits 0
 and leaves nothing running. `--json` prints the events as JSON lines instead; `--keep` keeps
@@ -84,7 +86,12 @@ class Demo:
         stack.callback(self.devices.close)
         self.probe = MqttProbe(
             port,
-            [f"{ROOT}/turn/response", f"{ROOT}/workflow/event", f"{ROOT}/runtime/status"],
+            [
+                f"{ROOT}/turn/response",
+                f"{ROOT}/workflow/event",
+                f"{ROOT}/runtime/status",
+                f"{ROOT}/consent/result",
+            ],
             protocol=protocol,
             root=ROOT,
         )
@@ -163,6 +170,7 @@ class Demo:
         self._rooms_and_pui()
         self._cloud_away_and_back()
         self._promotion()
+        self._vital_with_consent()
 
     def _rooms_and_pui(self) -> None:
         self.say("scene", "1. 두 단계 방 워크플로", "a two-step room workflow")
@@ -237,6 +245,37 @@ class Demo:
             f"   확정된 선호: preferred_room = {room}",
             f"confirmed profile item: preferred_room = {room}",
         )
+
+    def _vital_with_consent(self) -> None:
+        self.say(
+            "scene", "7. 바이탈 측정: 로봇에서 동의", "a vital measurement: consent at the robot"
+        )
+        asked = self.turn("혈압 좀 재줘")
+        if asked["workflow_ids"]:
+            raise RuntimeError("the vital app was planned before the user consented")
+        self.say(
+            "info", "   [UI] 화면에서 '동의'를 눌렀어요", "the user taps 'agree' on the screen"
+        )
+        result = self.grant("capability:vital_app", ttl_s=600)
+        held = ", ".join(g["scope"] for g in result["grants"])
+        self.say(
+            "info", f"   동의 기록됨: {held}", f"consent register holds: {held}", result=result
+        )
+        wf = self.turn("응, 동의했어")["workflow_ids"][0]
+        self.follow(self.ended(wf))
+
+    def grant(self, scope: str, ttl_s: float) -> dict[str, Any]:
+        """What the robot's local UI does when the user agrees (SPEC §5.6)."""
+        self._n += 1
+        request_id = f"demo-consent-{self._n:02d}"
+        body = {"request_id": request_id, "action": "grant", "scope": scope, "ttl_s": ttl_s}
+        self.probe.publish(f"{ROOT}/consent/request", body)
+        result: dict[str, Any] = self.probe.wait_for(
+            f"{ROOT}/consent/result", lambda b: b.get("request_id") == request_id
+        )
+        if not result.get("ok"):
+            raise RuntimeError(f"the consent grant was refused: {result.get('error')}")
+        return result
 
     def preferred_room(self) -> str | None:
         from edge.config import load_settings

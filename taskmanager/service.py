@@ -92,8 +92,12 @@ class TaskManager:
         catalog: Catalog,
         publisher: Publisher,
         ask_timeout_s: float = 300.0,
+        held_capabilities: Callable[[], frozenset[str]] | None = None,
     ) -> None:
         self._db = db
+        # the capabilities a consent grant covers now (the device's register, SPEC §5.6):
+        # read at validation time, never taken from a request
+        self._held = held_capabilities or frozenset
         self._clock = clock
         self._catalog = catalog
         self._out = publisher
@@ -219,11 +223,9 @@ class TaskManager:
         result.accepted.append(checked.workflow_id)
         return result
 
-    def submit(
-        self, raw: Any, *, source: str, turn: TurnRef | None = None, consents: Iterable[str] = ()
-    ) -> Result:
+    def submit(self, raw: Any, *, source: str, turn: TurnRef | None = None) -> Result:
         checked = validate_workflow(
-            raw, self._catalog, now=self._clock.now(), source=source, consents=consents
+            raw, self._catalog, now=self._clock.now(), source=source, held=self._held()
         )
         return self._accept(checked, raw, source, turn)
 
@@ -233,10 +235,9 @@ class TaskManager:
         *,
         fallback_id: str,
         turn: TurnRef | None = None,
-        consents: Iterable[str] = (),
     ) -> Result:
         checked = validate_task(
-            raw, self._catalog, now=self._clock.now(), fallback_id=fallback_id, consents=consents
+            raw, self._catalog, now=self._clock.now(), fallback_id=fallback_id, held=self._held()
         )
         return self._accept(checked, raw, "task", turn)
 
@@ -289,6 +290,20 @@ class TaskManager:
     def cancel(self, workflow_id: str | None, reason: str) -> Result:
         return self._apply(Cancel(workflow_id, reason))
 
+    def needing(self, capability_id: str) -> list[str]:
+        """Active workflows with a step not yet ended whose operation needs a consent grant for
+        this capability: what a revoke (or an expiry) of it cancels (SPEC §5.6)."""
+        found = []
+        for workflow_id, wf in self.board.workflows.items():
+            for step in wf.steps:
+                spec = self._catalog.get(step.capability_id, step.operation_id)
+                if step.terminal or spec is None or step.capability_id != capability_id:
+                    continue
+                if spec.requires_consent:
+                    found.append(workflow_id)
+                    break
+        return sorted(found)
+
     def tick(self) -> Result:
         return self._apply(Tick())
 
@@ -302,7 +317,7 @@ class TaskManager:
             kind = None
         steps = None
         if kind == "replan":
-            checked = validate_replan(decision.get("steps"), wf, self._catalog)
+            checked = validate_replan(decision.get("steps"), wf, self._catalog, self._held())
             if isinstance(checked, str):
                 log.warning("replan for %s refused: %s", workflow_id, checked)
                 with self._db.atomic():

@@ -47,11 +47,12 @@ def test_demo_plays_every_scene_and_sums_up(broker: str) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     scenes = [e["en"] for e in events if e["kind"] == "scene"]
-    assert len(scenes) == 6 and scenes[0] == "a two-step room workflow"
+    assert len(scenes) == 7 and scenes[0] == "a two-step room workflow"
+    assert scenes[6] == "a vital measurement: consent at the robot"
     summary = events[-1]
     assert summary["kind"] == "summary"
-    assert summary["turns"] == {"ok": 10, "offline": 2}
-    assert summary["workflows"] == {"completed": 6, "cancelled": 2}
+    assert summary["turns"] == {"ok": 12, "offline": 2}
+    assert summary["workflows"] == {"completed": 7, "cancelled": 2}
     assert summary["writes_synced"] >= 15 and summary["sync_pending"] == 0
     assert 0 < summary["snapshot_bytes"] <= 4096
     assert summary["preferred_room"] == "안방"
@@ -70,6 +71,11 @@ def test_demo_plays_every_scene_and_sums_up(broker: str) -> None:
         for t, text in readme_excerpt():
             assert text in at, text
             assert abs(at[text] - t) <= 1.5 + 0.3 * t, (text, t, at[text])
+    asked, agreed = replies[12], replies[13]
+    assert "동의하시겠어요" in asked["assistant_text"] and asked["workflow_ids"] == []
+    assert agreed["status"] == "ok" and len(agreed["workflow_ids"]) == 1
+    granted = next(e for e in events if "result" in e)["result"]
+    assert granted["ok"] and granted["grants"][0]["scope"] == "capability:vital_app"
 
 
 def test_demo_text_timeline_is_readable_and_verbose_shows_the_runtime_log() -> None:
