@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bisect
 import json
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -19,6 +20,7 @@ from a2a_common import jsonx
 from a2a_common.clock import Clock, iso
 from a2a_common.ids import new_id
 from a2a_common.writes import SyncWrite
+from cache.labels import Labels
 from cache.model import CandidateIn, Evidence, ItemStatus, PromotionPolicy
 from cache.privacy import PrivacyPolicy, category_name
 from cache.promotion import next_status, replay_status
@@ -58,15 +60,29 @@ class ProfileStore:
         timezone: str,
         policy: PromotionPolicy,
         privacy: PrivacyPolicy,
+        labels: Labels | None = None,
     ) -> None:
         self._db = db
         self._clock = clock
         self._zone = ZoneInfo(timezone)
         self._policy = policy
         self._privacy = privacy
+        self._labels = labels or Labels(db=db, privacy=privacy)
 
     def set_privacy(self, privacy: PrivacyPolicy) -> None:
         self._privacy = privacy
+
+    def category_of(self, key: str, value: Any, category: str | None) -> str | None:
+        """The cloud's category, else the lexicon's over the key and the value's text (an
+        item's own words; its source pairs' categories do not make `preferred_room` health)."""
+        if category_name(category):
+            return category_name(category)
+        found = self._privacy.categorize(key, value_key(value))
+        return found[0] if found else None
+
+    def classified(self, cand: CandidateIn) -> CandidateIn:
+        category = self.category_of(cand.key, cand.value, cand.category)
+        return cand if category == cand.category else replace(cand, category=category)
 
     def local_day(self, when: datetime) -> str:
         return when.astimezone(self._zone).date().isoformat()
@@ -275,14 +291,18 @@ class ProfileStore:
     def put_confirmed(self, fields: dict[str, Any]) -> None:
         """Take a cloud-confirmed item (sync `updates.profile_items`): it replaces the item of the
         same key; provenance lists given by the cloud are kept as given."""
-        if not self._privacy.writable(fields.get("category")):
+        category = self.category_of(fields["key"], fields["value"], fields.get("category"))
+        if not self._privacy.writable(category):
             return  # `store: never` holds for what the cloud sends too
         now = self._clock.now()
-        category = category_name(fields.get("category"))
         cand = CandidateIn(fields["key"], fields["value"], category, fields.get("confidence"))
         item = self._ensure_item(cand, now)
         status: ItemStatus = "confirmed"
         relevance = fields.get("relevance_score")
+        cap = self._privacy.expire_at(category, now)  # the 30-day cap holds for the cloud's too
+        ends = [e for e in (fields.get("expire_at"), iso(cap) if cap else None) if e]
+        if category in self._privacy.known():
+            self._labels.label_pairs(fields.get("source_pair_ids") or [], category)
         self._db.execute(
             "UPDATE profile_items SET status = ?, category = ?, sensitive = ?, confidence = ?,"
             " relevance_score = coalesce(?, relevance_score), expire_at = ?, origin = 'cloud',"
@@ -294,7 +314,7 @@ class ProfileStore:
                 int(self._privacy.is_sensitive(category)),
                 fields.get("confidence"),
                 relevance,
-                fields.get("expire_at"),
+                min(ends) if ends else None,
                 jsonx.dumps(fields.get("source_candidate_ids") or []),
                 jsonx.dumps(fields.get("source_summary_ids") or []),
                 jsonx.dumps(fields.get("source_session_ids") or []),

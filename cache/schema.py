@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import sqlite_utils
 
 from a2a_common.sqlite import Migration
@@ -125,8 +127,45 @@ def _v3(db: sqlite_utils.Database) -> None:
     )
 
 
+_TEXTS = (  # table, id column, text column(s), categories column, sensitive column
+    ("pairs", "pair_id", "user_text || ' ' || assistant_text", "categories", "sensitive"),
+    ("sessions", "session_id", "summary", "summary_categories", "summary_sensitive"),
+    ("daily_summaries", "summary_id", "summary", "categories", "sensitive"),
+    ("weekly_digests", "digest_id", "digest", "categories", "sensitive"),
+)
+
+
+def _v4(db: sqlite_utils.Database) -> None:
+    """Categories on every text (SPEC §5.5): a JSON list of category names and a sensitive flag
+    on pairs, session summaries, daily summaries and digests (profile items had them). Existing
+    texts are labelled with the shipped lexicon; their sensitive flag uses the default sensitive
+    categories (the runtime's policy relabels nothing: a stricter config only hides more at read
+    time). Sensitive profile items without an expiry get the 30-day cap from their last update."""
+    from cache.lexicon import categories_of
+    from cache.privacy import SENSITIVE_DEFAULT, SENSITIVE_MAX_DAYS
+
+    for table, _id, _text, cats, flag in _TEXTS:
+        db.execute(f"ALTER TABLE {table} ADD COLUMN {cats} TEXT NOT NULL DEFAULT '[]'")
+        db.execute(f"ALTER TABLE {table} ADD COLUMN {flag} INTEGER NOT NULL DEFAULT 0")
+    db.execute("CREATE INDEX pairs_session ON pairs (session_id)")
+    for table, id_column, text, cats, flag in _TEXTS:
+        rows = db.execute(f"SELECT {id_column}, {text} FROM {table}").fetchall()
+        for row_id, body in rows:
+            found = categories_of([body or ""])
+            if found:
+                db.execute(
+                    f"UPDATE {table} SET {cats} = ?, {flag} = ? WHERE {id_column} = ?",
+                    [json.dumps(found), int(bool(set(found) & set(SENSITIVE_DEFAULT))), row_id],
+                )
+    db.execute(
+        "UPDATE profile_items SET expire_at = strftime('%Y-%m-%dT%H:%M:%fZ', updated_at,"
+        f" '+{SENSITIVE_MAX_DAYS} days') WHERE sensitive = 1 AND expire_at IS NULL"
+    )
+
+
 MIGRATIONS = [
     Migration("cache_0001_pairs_sessions_state", _v1),
     Migration("cache_0002_tiers_profile_provenance", _v2),
 ]
 MIGRATIONS_3 = [Migration("cache_0003_memory_audit", _v3)]
+MIGRATIONS_4 = [Migration("cache_0004_text_categories", _v4)]

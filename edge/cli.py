@@ -107,7 +107,10 @@ def cmd_memory_forget(args: argparse.Namespace) -> int:
         ("profile_key", args.key),
     ):
         if target:
-            return _memory_change(args, "memory.forget", {"scope": scope, "id": target})
+            request: dict[str, Any] = {"scope": scope, "id": target}
+            if scope == "profile_key" and args.keep_sources:
+                request["with_sources"] = False
+            return _memory_change(args, "memory.forget", request)
     return _memory_change(args, "memory.forget", {"scope": "all"})
 
 
@@ -246,6 +249,11 @@ def _add_memory(sub: Any) -> None:
     target.add_argument("--session")
     target.add_argument("--key")
     target.add_argument("--all", action="store_true")
+    forget.add_argument(
+        "--keep-sources",
+        action="store_true",
+        help="with --key: keep the pairs the key came from (default: they are forgotten too)",
+    )
     revoke = memory_sub.add_parser("revoke", help="revert a wrong profile item")
     revoke.add_argument("--key", required=True)
     for name, func, text in (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from cache.lexicon import lexicon
 from cache.memory import MemoryPolicy
 from cache.model import PromotionPolicy
 from cache.privacy import CategoryPolicy, PrivacyPolicy
@@ -16,6 +17,7 @@ def privacy_policy(settings: Settings) -> PrivacyPolicy:
         },
         sensitive=frozenset(settings.privacy.sensitive_categories),
         consented=frozenset(settings.privacy.consented_categories),
+        lexicon=lexicon(settings.privacy.lexicon_file),
     )
 
 
