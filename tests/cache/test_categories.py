@@ -22,6 +22,7 @@ from cache.update import UpdateChanges
 from edge.schema import MIGRATIONS
 
 SESSION = "session-1"
+HEALTH = CandidateIn("condition", "고혈압", "health")
 
 
 @pytest.fixture
@@ -98,11 +99,11 @@ def test_explicit_share_false_holds_even_with_consent(make: Any) -> None:
 def test_a_pair_that_sourced_a_sensitive_candidate_becomes_sensitive(make: Any) -> None:
     memory = make()
     turn(memory, "거실 청정해줘")
-    pair_id, writes = turn(
+    _, writes = turn(
         memory,
         "나 그거 매일 먹어",  # nothing the lexicon knows
         session_summary="사용자가 매일 챙기는 것이 있음",
-        profile_candidates=(CandidateIn("condition", "고혈압", "health"),),
+        profile_candidates=(HEALTH,),
     )
     assert [w.kind for w in writes] == []  # neither the pair nor the health candidate
     with memory.db.atomic():
@@ -196,7 +197,7 @@ def test_forgetting_a_key_forgets_its_source_pairs_and_what_only_they_made(make:
         memory,
         "나 고혈압이 있어",
         session_summary="고혈압 언급",
-        profile_candidates=(CandidateIn("condition", "고혈압", "health"),),
+        profile_candidates=(HEALTH,),
     )
     with memory.db.atomic():
         memory.tiers.put_daily("2026-06-24", "혈압 이야기", source_session_ids=[SESSION])
@@ -215,7 +216,7 @@ def test_forgetting_a_key_without_sources_keeps_the_pairs(make: Any) -> None:
     pair_id, _ = turn(
         memory,
         "나 고혈압이 있어",
-        profile_candidates=(CandidateIn("condition", "고혈압", "health"),),
+        profile_candidates=(HEALTH,),
     )
     with memory.db.atomic():
         gone = memory.forgetter.forget("profile_key", "condition", with_sources=False)
@@ -230,7 +231,7 @@ def test_a_daily_summary_with_a_live_source_is_kept(make: Any) -> None:
     turn(
         memory,
         "나 고혈압이 있어",
-        profile_candidates=(CandidateIn("condition", "고혈압", "health"),),
+        profile_candidates=(HEALTH,),
     )
     with memory.db.atomic():
         memory.tiers.put_daily("2026-06-24", "청정 요청", source_session_ids=[SESSION])
