@@ -59,6 +59,9 @@ class Labels:
     def of_pair(self, pair_id: str) -> list[str]:
         return self._list("SELECT categories FROM pairs WHERE pair_id = ?", [pair_id])
 
+    def of_item(self, item_id: str) -> list[str]:
+        return self._list("SELECT categories FROM profile_items WHERE item_id = ?", [item_id])
+
     def label_pair(self, pair_id: str, *extra: Iterable[str | None], texts: bool = True) -> None:
         """Add categories to a pair (and the lexicon's, over its texts, when `texts`), set its
         expiry, and relabel what derives from it."""
@@ -88,12 +91,6 @@ class Labels:
             )
         if cats != old:
             self.relabel_session(row[4])
-
-    def label_pairs(self, pair_ids: Iterable[str], category: str | None) -> None:
-        """A candidate's category reaches the pairs it came from."""
-        if category_name(category):
-            for pair_id in pair_ids:
-                self.label_pair(pair_id, [category], texts=False)
 
     # --- session summaries ---------------------------------------------------------------------
     def session_summary(

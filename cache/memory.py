@@ -112,11 +112,8 @@ class Memory:
             self.note_sync_refusal(changes.sync_refused)
         candidates = [self.profile.classified(c) for c in changes.profile_candidates]
         known = self.policy.privacy.known()
-        self.labels.label_pair(
-            pair_id,
-            [changes.pair_category],
-            [c.category for c in candidates if c.category in known],
-        )
+        sourced = [c for cand in candidates for c in self.profile.categories_of(cand)]
+        self.labels.label_pair(pair_id, [changes.pair_category], [c for c in sourced if c in known])
         if changes.session_summary is not None:
             self.labels.session_summary(
                 session_id, changes.session_summary, changes.session_summary_category

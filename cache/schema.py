@@ -137,7 +137,9 @@ _TEXTS = (  # table, id column, text column(s), categories column, sensitive col
 
 def _v4(db: sqlite_utils.Database) -> None:
     """Categories on every text (SPEC §5.5): a JSON list of category names and a sensitive flag
-    on pairs, session summaries, daily summaries and digests (profile items had them). Existing
+    on pairs, session summaries, daily summaries and digests; profile items (which had one
+    category and the flag) get the list too: their category and the lexicon's over key and value.
+    Existing
     texts are labelled with the shipped lexicon; their sensitive flag uses the default sensitive
     categories (the runtime's policy relabels nothing: a stricter config only hides more at read
     time). Sensitive profile items without an expiry get the 30-day cap from their last update."""
@@ -147,7 +149,23 @@ def _v4(db: sqlite_utils.Database) -> None:
     for table, _id, _text, cats, flag in _TEXTS:
         db.execute(f"ALTER TABLE {table} ADD COLUMN {cats} TEXT NOT NULL DEFAULT '[]'")
         db.execute(f"ALTER TABLE {table} ADD COLUMN {flag} INTEGER NOT NULL DEFAULT 0")
+    db.execute("ALTER TABLE profile_items ADD COLUMN categories TEXT NOT NULL DEFAULT '[]'")
     db.execute("CREATE INDEX pairs_session ON pairs (session_id)")
+    for item_id, key, value, category in db.execute(
+        "SELECT item_id, key, value, category FROM profile_items"
+    ).fetchall():
+        found = [c for c in [category, *categories_of([key, value])] if c]
+        names = list(dict.fromkeys(found))
+        if names:
+            db.execute(
+                "UPDATE profile_items SET categories = ?, sensitive = max(sensitive, ?)"
+                " WHERE item_id = ?",
+                [
+                    json.dumps(names, ensure_ascii=False),
+                    int(bool(set(names) & set(SENSITIVE_DEFAULT))),
+                    item_id,
+                ],
+            )
     for table, id_column, text, cats, flag in _TEXTS:
         rows = db.execute(f"SELECT {id_column}, {text} FROM {table}").fetchall()
         for row_id, body in rows:
@@ -155,7 +173,11 @@ def _v4(db: sqlite_utils.Database) -> None:
             if found:
                 db.execute(
                     f"UPDATE {table} SET {cats} = ?, {flag} = ? WHERE {id_column} = ?",
-                    [json.dumps(found), int(bool(set(found) & set(SENSITIVE_DEFAULT))), row_id],
+                    [
+                        json.dumps(found, ensure_ascii=False),
+                        int(bool(set(found) & set(SENSITIVE_DEFAULT))),
+                        row_id,
+                    ],
                 )
     db.execute(
         "UPDATE profile_items SET expire_at = strftime('%Y-%m-%dT%H:%M:%fZ', updated_at,"

@@ -93,9 +93,9 @@ def read_view(
     item_shown += "" if allowed else " AND sensitive = 0"
     items = db.execute(
         "SELECT key, value, category, confidence, relevance_score FROM profile_items"
-        f" WHERE status = 'confirmed' AND {_LIVE} AND {item_shown}"
+        f" WHERE status = 'confirmed' AND {_LIVE} AND {item_shown} AND {shown}"
         " ORDER BY relevance_score DESC, key, item_id LIMIT ?",
-        [stamp, *blocked, *allowed, max_profile_items],
+        [stamp, *blocked, *allowed, *params, max_profile_items],
     ).fetchall()
     sync = db.execute("SELECT cursor, version FROM sync_position WHERE id = 1").fetchone()
     return CacheView(

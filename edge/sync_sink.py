@@ -46,8 +46,12 @@ class MemorySyncSink:
         for write in writes:
             payload = write.payload
             cats = [payload.get("category")] if payload.get("category") else []
+            if isinstance(payload.get("categories"), list):
+                cats += payload["categories"]
             if write.kind == "short_term_pair":
                 cats += self._memory.labels.of_pair(str(payload.get("pair_id")))
+            elif write.kind in ("profile_candidate", "profile_confirmed"):
+                cats += self._memory.labels.of_item(str(payload.get("item_id")))
             if any(isinstance(c, str) for c in cats) and privacy.withheld(
                 [c for c in cats if isinstance(c, str)], consented
             ):
