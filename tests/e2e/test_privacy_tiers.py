@@ -19,7 +19,10 @@ HEALTH = "나 고혈압이 있어서 약 먹고 있어"
 
 def memory_update(text: str, **fields: Any) -> dict[str, Any]:
     update = build_memory_update(
-        recognized_text=text, route_family="CHAT", workflow_id="", sync={"cursor": "", "version": ""}
+        recognized_text=text,
+        route_family="CHAT",
+        workflow_id="",
+        sync={"cursor": "", "version": ""},
     )
     del update["sync"]
     update["device_cache_update"]["session_summary"] = fields.get("session_summary", "")
