@@ -237,3 +237,29 @@ def test_a_daily_summary_with_a_live_source_is_kept(make: Any) -> None:
         memory.tiers.put_daily("2026-06-24", "청정 요청", source_session_ids=[SESSION])
         memory.forgetter.forget("profile_key", "condition")
     assert memory.db.execute("SELECT count(*) FROM daily_summaries").fetchone()[0] == 1
+
+
+def test_the_migration_labels_what_an_older_db_holds(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    old = open_state_db(path, MIGRATIONS[:11])
+    with old.atomic():
+        old.execute(
+            "INSERT INTO sessions (session_id, started_at, last_turn_at, summary)"
+            " VALUES ('s', 'x', 'x', '혈압 이야기')"
+        )
+        old.execute(
+            "INSERT INTO pairs (pair_id, turn_id, session_id, user_text, status, created_at)"
+            " VALUES ('p', 't', 's', '고혈압 약 먹었어', 'ok', '2026-06-24T20:00:00.000Z')"
+        )
+        old.execute(
+            "INSERT INTO profile_items (item_id, key, value, category, status, sensitive,"
+            " created_at, updated_at) VALUES ('i', 'door', '\"4321\"', 'home_layout',"
+            " 'confirmed', 1, 'x', '2026-06-24T20:00:00.000Z')"
+        )
+    old.close()
+    db = open_state_db(path, MIGRATIONS)
+    assert db.execute("SELECT categories, sensitive FROM pairs").fetchone() == ('["health"]', 1)
+    assert db.execute("SELECT summary_categories FROM sessions").fetchone() == ('["health"]',)
+    row = db.execute("SELECT expire_at, categories FROM profile_items").fetchone()
+    assert row == ("2026-07-24T20:00:00.000Z", '["home_layout"]')
+    db.close()
