@@ -90,7 +90,7 @@ class Labels:
                 params,
             )
         if cats != old:
-            self.relabel_session(row[4])
+            self.relabel_session(row[4], cats)
 
     # --- session summaries ---------------------------------------------------------------------
     def session_summary(
@@ -98,7 +98,9 @@ class Labels:
     ) -> bool:
         """Store a new session summary with its categories; when they say `store: never`, the
         session keeps no summary (False)."""
-        pairs = self._list("SELECT categories FROM pairs WHERE session_id = ?", [session_id])
+        pairs = self._list(
+            "SELECT summary_categories FROM sessions WHERE session_id = ?", [session_id]
+        )  # the union of its pairs' categories, kept by `relabel_session`
         cats = merge([cloud_category], pairs, self.privacy.categorize(summary))
         if self.privacy.never_stored(cats):
             self._db.execute("UPDATE sessions SET summary = '' WHERE session_id = ?", [session_id])
@@ -111,14 +113,18 @@ class Labels:
         self.relabel_dailies([session_id])
         return True
 
-    def relabel_session(self, session_id: str) -> None:
+    def relabel_session(self, session_id: str, added: list[str]) -> None:
+        """A pair of the session got `added`: its summary carries them too (the union of
+        its pairs' categories is kept as it grows, never recounted)."""
         row = self._db.execute(
-            "SELECT summary, summary_categories FROM sessions WHERE session_id = ?", [session_id]
+            "SELECT summary_categories FROM sessions WHERE session_id = ?", [session_id]
         ).fetchone()
         if row is None:
             return
-        pairs = self._list("SELECT categories FROM pairs WHERE session_id = ?", [session_id])
-        cats = merge(json.loads(row[1]), pairs)
+        old = json.loads(row[0])
+        cats = merge(old, added)
+        if cats == old:
+            return
         if self.privacy.never_stored(cats):
             self._db.execute("UPDATE sessions SET summary = '' WHERE session_id = ?", [session_id])
         self._db.execute(

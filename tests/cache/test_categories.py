@@ -245,7 +245,7 @@ def test_the_migration_labels_what_an_older_db_holds(tmp_path: Path) -> None:
     with old.atomic():
         old.execute(
             "INSERT INTO sessions (session_id, started_at, last_turn_at, summary)"
-            " VALUES ('s', 'x', 'x', '혈압 이야기')"
+            " VALUES ('s', 'x', 'x', '오늘 이야기')"
         )
         old.execute(
             "INSERT INTO pairs (pair_id, turn_id, session_id, user_text, status, created_at)"
@@ -258,8 +258,10 @@ def test_the_migration_labels_what_an_older_db_holds(tmp_path: Path) -> None:
         )
     old.close()
     db = open_state_db(path, MIGRATIONS)
-    assert db.execute("SELECT categories, sensitive FROM pairs").fetchone() == ('["health"]', 1)
-    assert db.execute("SELECT summary_categories FROM sessions").fetchone() == ('["health"]',)
+    row = db.execute("SELECT categories, sensitive, expire_at FROM pairs").fetchone()
+    assert row == ('["health"]', 1, "2026-07-24T20:00:00.000Z")
+    summary = db.execute("SELECT summary_categories, summary_sensitive FROM sessions").fetchone()
+    assert summary == ('["health"]', 1)  # the union of its pairs' categories
     row = db.execute("SELECT expire_at, categories FROM profile_items").fetchone()
     assert row == ("2026-07-24T20:00:00.000Z", '["home_layout"]')
     db.close()
