@@ -265,3 +265,30 @@ def test_the_migration_labels_what_an_older_db_holds(tmp_path: Path) -> None:
     row = db.execute("SELECT expire_at, categories FROM profile_items").fetchone()
     assert row == ("2026-07-24T20:00:00.000Z", '["home_layout"]')
     db.close()
+
+
+def test_the_cloud_names_categories_where_the_contract_carries_them() -> None:
+    from cloud_client.models import SyncUpdates, TurnResponse
+    from edge.turns import update_input_of
+
+    response = TurnResponse.model_validate(
+        {
+            "request_id": "r",
+            "route_family": "CHAT",
+            "assistant_text": "네",
+            "memory_update": {
+                "write_candidates": {"short_term_pair": {"category": " Health "}},
+                "device_cache_update": {"session_summary": "요약", "session_summary_category": ""},
+            },
+        }
+    )
+    update = update_input_of(response)
+    assert update.pair_category == "health" and update.session_summary_category is None
+    updates = SyncUpdates.model_validate(
+        {
+            "daily_summaries": [{"day": "2026-06-24", "summary": "s", "category": "Vital"}],
+            "weekly_digest": {"week": "2026-W26", "digest": "d", "category": "contact"},
+        }
+    ).model_dump(mode="json")
+    assert updates["daily_summaries"][0]["category"] == "vital"
+    assert updates["weekly_digest"]["category"] == "contact"
