@@ -17,6 +17,8 @@ drawing against the code, so it cannot go stale):
   | - StateDirLocked      edge.statelock
   + BackupError           a2a_common.backup
   + ConfigError           edge.errors
+  + NothingMatched        edge.cli_kit
+  + UsageError            edge.cli_kit
   + ServiceSilent         edge.errors
   + CloudError            cloud_client.errors
   | - CloudUnavailable    cloud_client.errors
@@ -24,6 +26,7 @@ drawing against the code, so it cannot go stale):
   | - CloudRejected       cloud_client.errors
   | - CloudBadResponse    cloud_client.errors
   + CacheError            cache.errors
+  | - LexiconError        cache.lexicon
   + TaskError             taskmanager.errors
   | - CatalogError        taskmanager.errors
   + SyncError             sync.errors

@@ -5,6 +5,17 @@ profile items are recounted (one left without any source goes too; a confirmed o
 below its promotion rule steps back), summaries lose the forgotten sessions (and go when none is
 left), a digest loses the deleted summaries likewise. Every write happens in the caller's
 transaction; the audit keeps ids and counts, never text.
+
+Forgetting a profile key forgets its source pairs too — the fact lives in them: every pair of
+the key's evidence and of its items' `source_pair_ids` — unless `with_sources` is false. Then
+"derived only from them", with the provenance that exists:
+- a session summary has no per-pair provenance and may quote any of its pairs: it is emptied
+  when any pair of its session is forgotten;
+- a daily summary cites sessions: it goes when it cited a session of a forgotten pair and none
+  of its sessions holds a pair any more (it was made of forgotten words only); one that still
+  has a live source keeps its text;
+- a weekly digest cites daily summaries: it goes when all of them went;
+- profile items derived from the forgotten pairs are recounted, and go when no source is left.
 """
 
 from __future__ import annotations
@@ -31,6 +42,8 @@ class Forgotten:
     items: list[str] = field(default_factory=list)
     keys: list[str] = field(default_factory=list)
     summaries: int = 0
+    summary_ids: list[str] = field(default_factory=list)
+    with_sources: bool = True
     writes: list[SyncWrite] = field(default_factory=list)  # refreshed items still shared
 
     def tombstone(self) -> SyncWrite:
@@ -44,6 +57,8 @@ class Forgotten:
                 "session_ids": self.sessions,
                 "item_ids": self.items,
                 "profile_keys": self.keys,
+                "summary_ids": self.summary_ids,
+                "with_sources": self.with_sources,
             },
         )
 
@@ -71,8 +86,8 @@ class Forgetter:
             [iso(self._clock.now()), action, scope, target, jsonx.dumps(counts), reason],
         )
 
-    def forget(self, scope: str, target: str | None) -> Forgotten:
-        out = Forgotten(scope, target)
+    def forget(self, scope: str, target: str | None, *, with_sources: bool = True) -> Forgotten:
+        out = Forgotten(scope, target, with_sources=with_sources)
         db = self._db
         if scope == "pair":
             out.pairs = _ids(db, "SELECT pair_id FROM pairs WHERE pair_id = ?", [target])
@@ -83,6 +98,8 @@ class Forgetter:
             out.pairs = _ids(db, "SELECT pair_id FROM pairs WHERE session_id = ?", [target])
         elif scope == "profile_key":
             out.keys = _ids(db, "SELECT DISTINCT key FROM profile_items WHERE key = ?", [target])
+            if with_sources:
+                out.pairs = self._source_pairs(out.keys)
         elif scope == "all":
             out.pairs = _ids(db, "SELECT pair_id FROM pairs")
             out.sessions = _ids(db, "SELECT session_id FROM sessions")
@@ -90,9 +107,51 @@ class Forgetter:
         else:
             raise ValueError(f"unknown scope {scope}")
         self._forget_items(out)
-        self._forget_pairs(out)
+        touched = self._forget_pairs(out)
         self._forget_sessions(out)
+        if scope != "all":
+            self._forget_emptied_summaries(out, touched)
         return out
+
+    def _source_pairs(self, keys: list[str]) -> list[str]:
+        """The live pairs a key's items came from: their evidence and `source_pair_ids`."""
+        if not keys:
+            return []
+        marks = _marks(keys)
+        return _ids(
+            self._db,
+            "SELECT pair_id FROM pairs WHERE pair_id IN (SELECT e.pair_id FROM profile_evidence e"
+            f" JOIN profile_items i USING (item_id) WHERE i.key IN ({marks}) UNION SELECT"
+            f" j.value FROM profile_items i, json_each(i.source_pair_ids) j WHERE i.key IN"
+            f" ({marks})) ORDER BY pair_id",
+            [*keys, *keys],
+        )
+
+    def _forget_emptied_summaries(self, out: Forgotten, sessions: list[str]) -> None:
+        """Daily summaries citing a session of a forgotten pair whose sessions hold no pair any
+        more; digests left without any source summary."""
+        if not sessions:
+            return
+        dropped = [
+            row_id
+            for row_id, _ in self._citing(
+                "daily_summaries", "summary_id", "source_session_ids", sessions
+            )
+            if not self._db.execute(
+                "SELECT 1 FROM pairs WHERE session_id IN (SELECT value FROM json_each((SELECT"
+                " source_session_ids FROM daily_summaries WHERE summary_id = ?))) LIMIT 1",
+                [row_id],
+            ).fetchone()
+        ]
+        if not dropped:
+            return
+        self._db.execute(
+            f"DELETE FROM daily_summaries WHERE summary_id IN ({_marks(dropped)})", dropped
+        )
+        out.summary_ids += dropped
+        gone = self._strip_summaries("weekly_digests", "digest_id", "source_summary_ids", dropped)
+        out.summary_ids += gone
+        out.summaries += len(dropped) + len(gone)
 
     def _forget_items(self, out: Forgotten) -> None:
         if out.keys:
@@ -153,9 +212,10 @@ class Forgetter:
         cloud_sources = [json.loads(row[i]) for i in (1, 2, 3)]
         return row[4] == "device" or not any(cloud_sources)
 
-    def _forget_pairs(self, out: Forgotten) -> None:
+    def _forget_pairs(self, out: Forgotten) -> list[str]:
+        """Delete the pairs; the sessions they were in."""
         if not out.pairs:
-            return
+            return []
         sessions = _ids(
             self._db,
             f"SELECT DISTINCT session_id FROM pairs WHERE pair_id IN ({_marks(out.pairs)})",
@@ -166,6 +226,7 @@ class Forgetter:
         self._db.conn.executemany(
             "UPDATE sessions SET summary = '' WHERE session_id = ?", [(s,) for s in sessions]
         )
+        return sessions
 
     def _forget_sessions(self, out: Forgotten) -> None:
         if not out.sessions:
@@ -177,10 +238,13 @@ class Forgetter:
             "daily_summaries", "summary_id", "source_session_ids", out.sessions
         )
         out.summaries += len(dropped)
+        out.summary_ids += dropped
         if dropped:
-            out.summaries += len(
-                self._strip_summaries("weekly_digests", "digest_id", "source_summary_ids", dropped)
+            gone = self._strip_summaries(
+                "weekly_digests", "digest_id", "source_summary_ids", dropped
             )
+            out.summaries += len(gone)
+            out.summary_ids += gone
 
     def _strip_summaries(
         self, table: str, id_column: str, column: str, gone: list[str]

@@ -16,6 +16,7 @@ from a2a_common.clock import Clock, iso
 from a2a_common.ids import new_id
 from a2a_common.writes import SyncWrite
 from cache.forget import Forgetter
+from cache.labels import Labels
 from cache.model import CacheView, CandidateIn, PromotionPolicy, SessionRow, SyncPosition
 from cache.privacy import PrivacyPolicy
 from cache.profile import ProfileStore
@@ -58,22 +59,30 @@ class Memory:
         self._clock = clock
         self.policy = policy
         self.store = CacheStore(db=db)
+        self.labels = Labels(db=db, privacy=policy.privacy)
         self.profile = ProfileStore(
             db=db,
             clock=clock,
             timezone=policy.timezone,
             policy=policy.promotion,
             privacy=policy.privacy,
+            labels=self.labels,
         )
-        self.tiers = TierStore(db=db, clock=clock, profile=self.profile)
+        self.tiers = TierStore(db=db, clock=clock, profile=self.profile, labels=self.labels)
         self.forgetter = Forgetter(db=db, clock=clock, profile=self.profile)
         self.sweeper = Sweeper(db=db, retention_days=policy.retention_days, privacy=policy.privacy)
 
     def set_privacy(self, privacy: PrivacyPolicy) -> None:
         """A new policy (SIGHUP); it applies to what is written and read from now on."""
         self.policy = replace(self.policy, privacy=privacy)
+        self.labels.privacy = privacy
         self.profile.set_privacy(privacy)
         self.sweeper.set_privacy(privacy)
+
+    def consented(self) -> frozenset[str]:
+        """The categories consent is held for: the one seam every read of consent goes
+        through (the snapshot's filter and the sync writes' screen)."""
+        return self.policy.privacy.consented | self._consents()
 
     # --- sessions and the turn's pair ---------------------------------------------------------
     def session_for(self, requested: str | None, now: datetime) -> str:
@@ -101,6 +110,7 @@ class Memory:
         self.store.record_utterance(
             pair_id=pair_id, turn_id=turn_id, session_id=session_id, text=text, now=now
         )
+        self.labels.label_pair(pair_id)
         return pair_id, session_id
 
     def apply_turn(self, pair_id: str, session_id: str, changes: UpdateChanges) -> list[SyncWrite]:
@@ -111,18 +121,32 @@ class Memory:
         self.store.apply_changes(pair_id, session_id, changes, self._clock.now())
         if changes.sync_refused:
             self.note_sync_refusal(changes.sync_refused)
-        writes = [self.store.pair_write(pair_id)]
-        for cand in changes.profile_candidates:
+        candidates = [self.profile.classified(c) for c in changes.profile_candidates]
+        known = self.policy.privacy.known()
+        sourced = [c for cand in candidates for c in self.profile.categories_of(cand)]
+        self.labels.label_pair(pair_id, [changes.pair_category], [c for c in sourced if c in known])
+        if changes.session_summary is not None:
+            self.labels.session_summary(
+                session_id, changes.session_summary, changes.session_summary_category
+            )
+        writes = self.pair_writes(pair_id)
+        for cand in candidates:
             writes += self.profile.add_evidence(
                 cand, pair_id=pair_id, session_id=session_id, source="cloud"
             )
         return writes
 
+    def pair_writes(self, pair_id: str) -> list[SyncWrite]:
+        """The pair's `short_term_pair` write, unless its categories keep it on the device."""
+        if self.policy.privacy.withheld(self.labels.of_pair(pair_id), self.consented()):
+            return []
+        return [self.store.pair_write(pair_id)]
+
     def close_unanswered(self, pair_id: str, status: str) -> list[SyncWrite]:
         if not self.store.has_pair(pair_id):  # forgotten meanwhile
             return []
         self.store.close_pair(pair_id, status=status, now=self._clock.now())
-        return [self.store.pair_write(pair_id)]
+        return self.pair_writes(pair_id)
 
     def observe(
         self, candidates: list[CandidateIn], *, pair_id: str, session_id: str
@@ -134,7 +158,10 @@ class Memory:
             return writes
         for cand in candidates:
             writes += self.profile.add_evidence(
-                cand, pair_id=pair_id, session_id=session_id, source="device"
+                self.profile.classified(cand),
+                pair_id=pair_id,
+                session_id=session_id,
+                source="device",
             )
         return writes
 
@@ -145,8 +172,8 @@ class Memory:
             session_id=session_id,
             now=self._clock.now(),
             recent_pairs=self.policy.recent_pairs,
-            consented=self.policy.privacy.consented | self._consents(),
-            sensitive=self.policy.privacy.sensitive,
+            consented=self.consented(),
+            privacy=self.policy.privacy,
         )
 
     def snapshot(self, session_id: str | None) -> Snapshot:

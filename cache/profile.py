@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import bisect
 import json
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -19,6 +20,7 @@ from a2a_common import jsonx
 from a2a_common.clock import Clock, iso
 from a2a_common.ids import new_id
 from a2a_common.writes import SyncWrite
+from cache.labels import Labels, merge
 from cache.model import CandidateIn, Evidence, ItemStatus, PromotionPolicy
 from cache.privacy import PrivacyPolicy, category_name
 from cache.promotion import next_status, replay_status
@@ -58,15 +60,33 @@ class ProfileStore:
         timezone: str,
         policy: PromotionPolicy,
         privacy: PrivacyPolicy,
+        labels: Labels | None = None,
     ) -> None:
         self._db = db
         self._clock = clock
         self._zone = ZoneInfo(timezone)
         self._policy = policy
         self._privacy = privacy
+        self._labels = labels or Labels(db=db, privacy=privacy)
 
     def set_privacy(self, privacy: PrivacyPolicy) -> None:
         self._privacy = privacy
+
+    def category_of(self, key: str, value: Any, category: str | None) -> str | None:
+        """The cloud's category, else the lexicon's over the key and the value's text (an
+        item's own words; its source pairs' categories do not make `preferred_room` health)."""
+        if category_name(category):
+            return category_name(category)
+        found = self._privacy.categorize(key, value_key(value))
+        return found[0] if found else None
+
+    def categories_of(self, cand: CandidateIn) -> list[str]:
+        """Every category a candidate carries: its own, the lexicon's over key and value."""
+        return merge([cand.category], self._privacy.categorize(cand.key, value_key(cand.value)))
+
+    def classified(self, cand: CandidateIn) -> CandidateIn:
+        category = self.category_of(cand.key, cand.value, cand.category)
+        return cand if category == cand.category else replace(cand, category=category)
 
     def local_day(self, when: datetime) -> str:
         return when.astimezone(self._zone).date().isoformat()
@@ -121,7 +141,23 @@ class ProfileStore:
         )
         created = self.item(cand.key, cand.value)
         assert created is not None
+        self.label_item(created["item_id"], cand.key, cand.value, cand.category)
         return created
+
+    def label_item(self, item_id: str, key: str, value: Any, category: str | None) -> list[str]:
+        """The item's categories: its own, then the lexicon's over key and value (a health
+        word in a value the cloud called `contact` still makes it health); they only grow."""
+        row = self._db.execute(
+            "SELECT categories FROM profile_items WHERE item_id = ?", [item_id]
+        ).fetchone()
+        found = self._privacy.categorize(key, value_key(value))
+        cats = merge(json.loads(row[0]) if row else [], [category], found)
+        self._db.execute(
+            "UPDATE profile_items SET categories = ?, sensitive = max(sensitive, ?)"
+            " WHERE item_id = ?",
+            [jsonx.dumps(cats), int(self._privacy.any_sensitive(cats)), item_id],
+        )
+        return cats
 
     def add_evidence(
         self, cand: CandidateIn, *, pair_id: str, session_id: str, source: str
@@ -129,7 +165,7 @@ class ProfileStore:
         """Count one turn's evidence; promote; return the sync writes the change owes. The cost
         does not grow with the item's evidence: counts come from the index, the provenance
         lists get the new ids appended (evidence only ever arrives newest last)."""
-        if not self._privacy.writable(cand.category):
+        if self._privacy.never_stored(self.categories_of(cand)):
             return []  # `store: never`: not written at all
         now = self._clock.now()
         item = self._ensure_item(cand, now)
@@ -208,20 +244,23 @@ class ProfileStore:
                 item["item_id"],
             ],
         )
-        updated = self.item(item["key"], json.loads(item["value"]))
+        value = json.loads(item["value"])
+        cats = self.label_item(item["item_id"], item["key"], value, category)
+        updated = self.item(item["key"], value)
         assert updated is not None
         if status == "confirmed" and item["status"] != "confirmed":
             self._demote_others(item["key"], item["item_id"], now)
-        if not self._privacy.shared(updated["category"]):
+        if not all(self._privacy.shared(c) for c in cats):
             return []  # `share: false`: stays on the device
         days = self._db.execute(
             "SELECT DISTINCT day FROM profile_evidence WHERE item_id = ? ORDER BY day",
             [item["item_id"]],
         ).fetchall()
-        payload = item_json(updated) | {"mentions": len(candidates), "days": [d for (d,) in days]}
+        labelled = item_json(updated) | {"categories": cats}
+        payload = labelled | {"mentions": len(candidates), "days": [d for (d,) in days]}
         writes = [SyncWrite("profile_candidate", payload)]
         if status == "confirmed" and item["status"] != "confirmed":
-            writes.append(SyncWrite("profile_confirmed", item_json(updated)))
+            writes.append(SyncWrite("profile_confirmed", labelled))
         return writes
 
     def _record(
@@ -275,14 +314,21 @@ class ProfileStore:
     def put_confirmed(self, fields: dict[str, Any]) -> None:
         """Take a cloud-confirmed item (sync `updates.profile_items`): it replaces the item of the
         same key; provenance lists given by the cloud are kept as given."""
-        if not self._privacy.writable(fields.get("category")):
+        category = self.category_of(fields["key"], fields["value"], fields.get("category"))
+        cand = CandidateIn(fields["key"], fields["value"], category, fields.get("confidence"))
+        known = self._privacy.known()
+        for pair_id in fields.get("source_pair_ids") or []:  # retroactively, its sources
+            sourced = [c for c in self.categories_of(cand) if c in known]
+            self._labels.label_pair(pair_id, sourced, texts=False)
+        if self._privacy.never_stored(self.categories_of(cand)):
             return  # `store: never` holds for what the cloud sends too
         now = self._clock.now()
-        category = category_name(fields.get("category"))
-        cand = CandidateIn(fields["key"], fields["value"], category, fields.get("confidence"))
         item = self._ensure_item(cand, now)
         status: ItemStatus = "confirmed"
         relevance = fields.get("relevance_score")
+        cap = self._privacy.expire_at(category, now)  # the 30-day cap holds for the cloud's too
+        ends = [e for e in (fields.get("expire_at"), iso(cap) if cap else None) if e]
+
         self._db.execute(
             "UPDATE profile_items SET status = ?, category = ?, sensitive = ?, confidence = ?,"
             " relevance_score = coalesce(?, relevance_score), expire_at = ?, origin = 'cloud',"
@@ -294,7 +340,7 @@ class ProfileStore:
                 int(self._privacy.is_sensitive(category)),
                 fields.get("confidence"),
                 relevance,
-                fields.get("expire_at"),
+                min(ends) if ends else None,
                 jsonx.dumps(fields.get("source_candidate_ids") or []),
                 jsonx.dumps(fields.get("source_summary_ids") or []),
                 jsonx.dumps(fields.get("source_session_ids") or []),
@@ -303,6 +349,7 @@ class ProfileStore:
                 item["item_id"],
             ],
         )
+        self.label_item(item["item_id"], cand.key, cand.value, category)
         self._demote_others(cand.key, item["item_id"], now)
 
     def delete_key(self, key: str) -> int:

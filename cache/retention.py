@@ -1,7 +1,10 @@
 """The retention sweep (SPEC §5.5): synced pairs older than `memory.retention_days`, expired
-summaries, digests and profile items, and session-scoped items of sessions that ended. Unsynced
-pairs are never pruned. Each call does one bounded batch so a year of backlog never stalls the
-loop; the caller repeats while it reports more."""
+pairs, summaries, digests and profile items, sensitive session summaries past the 30-day cap,
+and session-scoped items and pairs of sessions that ended. Unsynced pairs are never pruned for
+age; a pair whose own category gives it an expiry goes when it expires, synced or not (a
+`share: false` pair is never synced, and the cap holds for it too; the caller drops any unsent
+write of it). Each call does one bounded batch so a year of backlog never stalls the loop; the
+caller repeats while it reports more."""
 
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ from datetime import datetime, timedelta
 import sqlite_utils
 
 from a2a_common.clock import iso
-from cache.privacy import PrivacyPolicy
+from cache.privacy import SENSITIVE_MAX_DAYS, PrivacyPolicy
 
 
 class Sweeper:
@@ -21,11 +24,17 @@ class Sweeper:
         self._db = db
         self._retention = timedelta(days=retention_days)
         self._privacy = privacy
+        self.expired_pairs: list[str] = []
 
     def set_privacy(self, privacy: PrivacyPolicy) -> None:
         self._privacy = privacy
 
     def _delete(self, table: str, key: str, where: str, params: list[object], limit: int) -> int:
+        return len(self._delete_ids(table, key, where, params, limit))
+
+    def _delete_ids(
+        self, table: str, key: str, where: str, params: list[object], limit: int
+    ) -> list[str]:
         ids = [
             r[0]
             for r in self._db.execute(
@@ -36,31 +45,55 @@ class Sweeper:
             self._db.execute(
                 f"DELETE FROM {table} WHERE {key} IN ({','.join('?' * len(ids))})", ids
             )
-        return len(ids)
+        return ids
 
     def sweep_batch(
         self, now: datetime, current_session: str | None, limit: int = 500
     ) -> dict[str, int]:
-        """One batch, inside the caller's transaction; counts per tier (all zero: done)."""
+        """One batch, inside the caller's transaction; counts per tier (all zero: done). The
+        ids of the pairs it deleted are in `expired_pairs` (for the outbox)."""
         stamp = iso(now)
+        self.expired_pairs = self._delete_ids(
+            "pairs",
+            "pair_id",
+            "(synced = 1 AND created_at < ?) OR expire_at < ?",
+            [iso(now - self._retention), stamp],
+            limit,
+        )
+        self.expired_pairs += self._session_pairs(current_session, limit)
+        capped = self._db.execute(
+            "UPDATE sessions SET summary = '' WHERE summary_sensitive = 1 AND summary != ''"
+            " AND last_turn_at < ?",
+            [iso(now - timedelta(days=SENSITIVE_MAX_DAYS))],
+        ).rowcount
         counts = {
-            "pairs": self._delete(
-                "pairs",
-                "pair_id",
-                "synced = 1 AND (created_at < ? OR expire_at < ?)",
-                [iso(now - self._retention), stamp],
-                limit,
-            ),
+            "pairs": len(self.expired_pairs),
             "summaries": self._delete(
                 "daily_summaries", "summary_id", "expire_at < ?", [stamp], limit
             )
-            + self._delete("weekly_digests", "digest_id", "expire_at < ?", [stamp], limit),
+            + self._delete("weekly_digests", "digest_id", "expire_at < ?", [stamp], limit)
+            + int(capped),
             "profile_items": self._delete(
                 "profile_items", "item_id", "expire_at < ?", [stamp], limit
             ),
         }
         counts["profile_items"] += self.end_sessions(current_session, limit)
         return counts
+
+    def _session_pairs(self, current_session: str | None, limit: int) -> list[str]:
+        """Pairs of a `store: session` category whose session is over."""
+        scoped = self._privacy.session_scoped()
+        if not scoped:
+            return []
+        marks = ",".join("?" * len(scoped))
+        return self._delete_ids(
+            "pairs",
+            "pair_id",
+            f"session_id IS NOT ? AND EXISTS (SELECT 1 FROM json_each(pairs.categories)"
+            f" WHERE value IN ({marks}))",
+            [current_session, *scoped],
+            limit,
+        )
 
     def end_sessions(self, current_session: str | None, limit: int = 500) -> int:
         """`store: session` items whose sessions are all over."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import sqlite_utils
 
 from a2a_common.sqlite import Migration
@@ -125,8 +127,87 @@ def _v3(db: sqlite_utils.Database) -> None:
     )
 
 
+_TEXTS = (  # table, id column, text column(s), categories column, sensitive column
+    ("pairs", "pair_id", "user_text || ' ' || assistant_text", "categories", "sensitive"),
+    ("sessions", "session_id", "summary", "summary_categories", "summary_sensitive"),
+    ("daily_summaries", "summary_id", "summary", "categories", "sensitive"),
+    ("weekly_digests", "digest_id", "digest", "categories", "sensitive"),
+)
+
+
+def _label(
+    db: sqlite_utils.Database,
+    table: str,
+    columns: tuple[str, str, str],
+    row_id: str,
+    names: list[str],
+) -> None:
+    """Write a row's categories and sensitive flag (default sensitive categories; a flag set
+    before stays set)."""
+    from cache.privacy import SENSITIVE_DEFAULT
+
+    id_column, cats, flag = columns
+    db.execute(
+        f"UPDATE {table} SET {cats} = ?, {flag} = max({flag}, ?) WHERE {id_column} = ?",
+        [
+            json.dumps(names, ensure_ascii=False),
+            int(bool(set(names) & set(SENSITIVE_DEFAULT))),
+            row_id,
+        ],
+    )
+
+
+def _v4(db: sqlite_utils.Database) -> None:
+    """Categories on every text (SPEC §5.5): a JSON list of category names and a sensitive flag
+    on pairs, session summaries, daily summaries and digests; profile items (which had one
+    category and the flag) get the list too: their category and the lexicon's over key and value.
+    Existing texts are labelled with the shipped lexicon; their sensitive flag uses the default
+    sensitive categories (a stricter config only hides more at read time). A session summary
+    carries the union of its pairs' categories. Sensitive texts without an expiry get the
+    30-day cap (pairs from their creation, the rest from their last update)."""
+    from cache.lexicon import categories_of
+    from cache.privacy import SENSITIVE_MAX_DAYS
+
+    for table, _id, _text, cats, flag in _TEXTS:
+        db.execute(f"ALTER TABLE {table} ADD COLUMN {cats} TEXT NOT NULL DEFAULT '[]'")
+        db.execute(f"ALTER TABLE {table} ADD COLUMN {flag} INTEGER NOT NULL DEFAULT 0")
+    db.execute("ALTER TABLE profile_items ADD COLUMN categories TEXT NOT NULL DEFAULT '[]'")
+    db.execute("CREATE INDEX pairs_session ON pairs (session_id)")
+    item = ("item_id", "categories", "sensitive")
+    for item_id, key, value, category in db.execute(
+        "SELECT item_id, key, value, category FROM profile_items"
+    ).fetchall():
+        names = list(dict.fromkeys(c for c in [category, *categories_of([key, value])] if c))
+        if names:
+            _label(db, "profile_items", item, item_id, names)
+    for table, id_column, text, cats, flag in _TEXTS:
+        for row_id, body in db.execute(f"SELECT {id_column}, {text} FROM {table}").fetchall():
+            if found := categories_of([body or ""]):
+                _label(db, table, (id_column, cats, flag), row_id, found)
+    for session_id, raw, pairs in db.execute(
+        "SELECT s.session_id, s.summary_categories, (SELECT json_group_array(j.value) FROM"
+        " pairs p, json_each(p.categories) j WHERE p.session_id = s.session_id) FROM sessions s"
+    ).fetchall():
+        names = list(dict.fromkeys([*json.loads(raw), *json.loads(pairs or "[]")]))
+        if names != json.loads(raw):
+            columns = ("session_id", "summary_categories", "summary_sensitive")
+            _label(db, "sessions", columns, session_id, names)
+    cap = f"'+{SENSITIVE_MAX_DAYS} days'"
+    for table, since in (
+        ("pairs", "created_at"),
+        ("daily_summaries", "updated_at"),
+        ("weekly_digests", "updated_at"),
+        ("profile_items", "updated_at"),
+    ):
+        db.execute(
+            f"UPDATE {table} SET expire_at = strftime('%Y-%m-%dT%H:%M:%fZ', {since}, {cap})"
+            " WHERE sensitive = 1 AND expire_at IS NULL"
+        )
+
+
 MIGRATIONS = [
     Migration("cache_0001_pairs_sessions_state", _v1),
     Migration("cache_0002_tiers_profile_provenance", _v2),
 ]
 MIGRATIONS_3 = [Migration("cache_0003_memory_audit", _v3)]
+MIGRATIONS_4 = [Migration("cache_0004_text_categories", _v4)]

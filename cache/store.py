@@ -79,10 +79,24 @@ class CacheStore:
             [status, assistant_text, route_family, workflow_id, iso(now), pair_id],
         )
 
-    def turn_ids(self, scope: str, target: str | None) -> list[str] | None:
-        """The turns a forget of `scope` covers (None: every turn)."""
+    def turn_ids(
+        self, scope: str, target: str | None, *, with_sources: bool = True
+    ) -> list[str] | None:
+        """The turns a forget of `scope` covers (None: every turn); a profile key's are those
+        of its source pairs (unless `with_sources` is false)."""
         if scope == "all":
             return None
+        if scope == "profile_key":
+            if not with_sources:
+                return []
+            rows = self._db.execute(
+                "SELECT turn_id FROM pairs WHERE pair_id IN (SELECT e.pair_id FROM"
+                " profile_evidence e JOIN profile_items i USING (item_id) WHERE i.key = ?"
+                " UNION SELECT j.value FROM profile_items i, json_each(i.source_pair_ids) j"
+                " WHERE i.key = ?)",
+                [target, target],
+            )
+            return [str(row[0]) for row in rows.fetchall()]
         column = {"pair": "pair_id", "session": "session_id"}.get(scope)
         if column is None:
             return []
@@ -93,14 +107,18 @@ class CacheStore:
         return self._one("SELECT 1 FROM pairs WHERE pair_id = ?", [pair_id]) is not None
 
     def pair_write(self, pair_id: str) -> SyncWrite:
-        """The `short_term_pair` sync write of a closed pair."""
+        """The `short_term_pair` sync write of a closed pair (with its category, if any)."""
         cursor = self._db.execute(
             "SELECT pair_id, turn_id, session_id, user_text, assistant_text, route_family,"
-            " workflow_id, status, created_at FROM pairs WHERE pair_id = ?",
+            " workflow_id, status, created_at, categories FROM pairs WHERE pair_id = ?",
             [pair_id],
         )
         names = [d[0] for d in cursor.description]
-        return SyncWrite("short_term_pair", dict(zip(names, cursor.fetchone(), strict=True)))
+        payload = dict(zip(names, cursor.fetchone(), strict=True))
+        categories = json.loads(payload.pop("categories"))
+        if categories:
+            payload["category"] = categories[0]
+        return SyncWrite("short_term_pair", payload)
 
     def apply_changes(
         self, pair_id: str, session_id: str, changes: UpdateChanges, now: datetime
@@ -117,7 +135,7 @@ class CacheStore:
             self.set_state("last_route", changes.last_route)
         if changes.active_workflow_id is not None:
             self.set_state("active_workflow_id", changes.active_workflow_id)
-        if changes.session_summary is not None:
+        if changes.session_summary is not None:  # its categories: `Labels.session_summary`
             self._db.execute(
                 "UPDATE sessions SET summary = ? WHERE session_id = ?",
                 [changes.session_summary, session_id],

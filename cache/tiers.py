@@ -2,6 +2,9 @@
 
 A daily summary replaces the one of the same `day`, a digest the one of the same `week`, a
 profile item the confirmed item of the same `key`; a deleted key removes that key's items.
+Summaries and digests get their categories (the cloud's, their sources', the lexicon's) and the
+expiry those ask for, capped: the earlier of the cloud's `expire_at` and the policy's. A text in
+a `store: never` category is not written.
 """
 
 from __future__ import annotations
@@ -13,14 +16,29 @@ import sqlite_utils
 
 from a2a_common import jsonx
 from a2a_common.clock import Clock, iso
+from cache.labels import Labels
+from cache.privacy import PrivacyPolicy
 from cache.profile import ProfileStore
 
 
+def _earliest(*stamps: str | None) -> str | None:
+    present = [s for s in stamps if s]
+    return min(present) if present else None
+
+
 class TierStore:
-    def __init__(self, *, db: sqlite_utils.Database, clock: Clock, profile: ProfileStore) -> None:
+    def __init__(
+        self,
+        *,
+        db: sqlite_utils.Database,
+        clock: Clock,
+        profile: ProfileStore,
+        labels: Labels | None = None,
+    ) -> None:
         self._db = db
         self._clock = clock
         self._profile = profile
+        self._labels = labels or Labels(db=db, privacy=PrivacyPolicy())
 
     def put_daily(
         self,
@@ -30,21 +48,34 @@ class TierStore:
         source_session_ids: list[str] | None = None,
         summary_id: str | None = None,
         expire_at: str | None = None,
-    ) -> None:
+        category: str | None = None,
+    ) -> bool:
+        """False when its categories say `store: never` (nothing written)."""
+        sources = source_session_ids or []
+        cats, cap = self._labels.derived(
+            summary, category, self._labels.of_sessions(sources), self._clock.now()
+        )
+        if self._labels.privacy.never_stored(cats):
+            return False
         self._db.execute(
             "INSERT INTO daily_summaries (summary_id, day, summary, source_session_ids, expire_at,"
-            " updated_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (day) DO UPDATE SET"
-            " summary = excluded.summary, source_session_ids = excluded.source_session_ids,"
-            " expire_at = excluded.expire_at, updated_at = excluded.updated_at",
+            " updated_at, categories, sensitive) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (day) DO UPDATE SET summary = excluded.summary,"
+            " source_session_ids = excluded.source_session_ids, expire_at = excluded.expire_at,"
+            " updated_at = excluded.updated_at, categories = excluded.categories,"
+            " sensitive = excluded.sensitive",
             [
                 summary_id or f"daily-{day}",
                 day,
                 summary,
-                jsonx.dumps(source_session_ids or []),
-                expire_at,
+                jsonx.dumps(sources),
+                _earliest(expire_at, cap),
                 iso(self._clock.now()),
+                jsonx.dumps(cats),
+                int(self._labels.privacy.any_sensitive(cats)),
             ],
         )
+        return True
 
     def put_weekly(
         self,
@@ -54,44 +85,57 @@ class TierStore:
         source_summary_ids: list[str] | None = None,
         digest_id: str | None = None,
         expire_at: str | None = None,
-    ) -> None:
+        category: str | None = None,
+    ) -> bool:
+        """False when its categories say `store: never` (nothing written)."""
+        sources = source_summary_ids or []
+        cats, cap = self._labels.derived(
+            digest, category, self._labels.of_dailies(sources), self._clock.now()
+        )
+        if self._labels.privacy.never_stored(cats):
+            return False
         self._db.execute(
             "INSERT INTO weekly_digests (digest_id, week, digest, source_summary_ids, expire_at,"
-            " updated_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (week) DO UPDATE SET"
-            " digest = excluded.digest, source_summary_ids = excluded.source_summary_ids,"
-            " expire_at = excluded.expire_at, updated_at = excluded.updated_at",
+            " updated_at, categories, sensitive) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (week) DO UPDATE SET digest = excluded.digest,"
+            " source_summary_ids = excluded.source_summary_ids, expire_at = excluded.expire_at,"
+            " updated_at = excluded.updated_at, categories = excluded.categories,"
+            " sensitive = excluded.sensitive",
             [
                 digest_id or f"weekly-{week}",
                 week,
                 digest,
-                jsonx.dumps(source_summary_ids or []),
-                expire_at,
+                jsonx.dumps(sources),
+                _earliest(expire_at, cap),
                 iso(self._clock.now()),
+                jsonx.dumps(cats),
+                int(self._labels.privacy.any_sensitive(cats)),
             ],
         )
+        return True
 
     def apply_updates(self, updates: Mapping[str, Any]) -> dict[str, int]:
         """Apply validated cloud `updates` (inside the caller's transaction); counts per tier."""
         counts = {"daily_summaries": 0, "weekly_digest": 0, "profile_items": 0, "deleted": 0}
         for daily in updates.get("daily_summaries") or []:
-            self.put_daily(
+            counts["daily_summaries"] += self.put_daily(
                 daily["day"],
                 daily["summary"],
                 source_session_ids=daily.get("source_session_ids"),
                 summary_id=daily.get("summary_id"),
                 expire_at=daily.get("expire_at"),
+                category=daily.get("category"),
             )
-            counts["daily_summaries"] += 1
         weekly = updates.get("weekly_digest")
         if weekly:
-            self.put_weekly(
+            counts["weekly_digest"] = self.put_weekly(
                 weekly["week"],
                 weekly["digest"],
                 source_summary_ids=weekly.get("source_summary_ids"),
                 digest_id=weekly.get("digest_id"),
                 expire_at=weekly.get("expire_at"),
+                category=weekly.get("category"),
             )
-            counts["weekly_digest"] = 1
         for item in updates.get("profile_items") or []:
             self._profile.put_confirmed(item)
             counts["profile_items"] += 1

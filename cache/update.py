@@ -26,6 +26,8 @@ class UpdateInput:
     active_workflow_id: str = ""
     sync: SyncPosition | None = None
     profile_candidates: tuple[CandidateIn, ...] = ()
+    pair_category: str | None = None  # the cloud's `short_term_pair.category`
+    session_summary_category: str | None = None  # `device_cache_update.session_summary_category`
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,8 @@ class UpdateChanges:
     sync: SyncPosition | None
     profile_candidates: tuple[CandidateIn, ...] = ()
     sync_refused: str | None = None  # why the offered sync position was not adopted
+    pair_category: str | None = None
+    session_summary_category: str | None = None
 
 
 def version_number(version: str) -> int | None:
@@ -105,4 +109,6 @@ def plan_update(
         sync=sync_to_adopt(current_sync, update.sync),
         profile_candidates=update.profile_candidates,
         sync_refused=sync_refusal(current_sync, update.sync) if update.sync else None,
+        pair_category=update.pair_category,
+        session_summary_category=update.session_summary_category,
     )

@@ -1,9 +1,12 @@
 """What the snapshot reads, with bounded, indexed queries (never "load all, then trim").
 
 Left out here, so the pure builder never sees them: pending pairs, anything whose `expire_at`
-has passed, profile items that are not `confirmed`, and sensitive items of a category the user
-has not consented to. Sensitivity is the stored flag or the category's name in the current
-policy, compared lower-cased (rows written before names were normalised count too).
+has passed, profile items that are not `confirmed`, and — in every tier, pairs, the session
+summary, daily summaries, the digest and profile items alike — texts of a category the policy
+keeps out of snapshots (`share = false`, or sensitive without consent; SPEC §5.5). Sensitivity
+is the stored flag or the category's name in the current policy, compared lower-cased. A text
+left out leaves no hole: what derives from it carries its categories (`cache.labels`), so it
+is left out too.
 """
 
 from __future__ import annotations
@@ -15,10 +18,36 @@ import sqlite_utils
 
 from a2a_common.clock import iso
 from cache.model import CacheView, DailySummary, PairView, ProfileView, SyncPosition
-from cache.privacy import SENSITIVE_DEFAULT
+from cache.privacy import PrivacyPolicy
 from cache.snapshot import MAX_DAILY
 
 _LIVE = "(expire_at IS NULL OR expire_at > ?)"
+
+
+def _marks(values: list[str]) -> str:
+    return ",".join("?" * len(values))
+
+
+def shown_texts(
+    cats: str, flag: str, blocked: list[str], consented: list[str]
+) -> tuple[str, list[str]]:
+    """SQL (and its parameters) true for a row whose JSON list `cats` holds no blocked category
+    and which, when flagged sensitive, holds a consented one."""
+    clauses, params = [], []
+    if blocked:
+        clauses.append(
+            f"NOT EXISTS (SELECT 1 FROM json_each({cats}) WHERE value IN ({_marks(blocked)}))"
+        )
+        params += blocked
+    if consented:
+        clauses.append(
+            f"({flag} = 0 OR EXISTS (SELECT 1 FROM json_each({cats})"
+            f" WHERE value IN ({_marks(consented)})))"
+        )
+        params += consented
+    else:
+        clauses.append(f"{flag} = 0")
+    return " AND ".join(clauses), params
 
 
 def read_view(
@@ -28,37 +57,45 @@ def read_view(
     now: datetime,
     recent_pairs: int,
     consented: frozenset[str],
-    sensitive: frozenset[str] = frozenset(SENSITIVE_DEFAULT),
+    privacy: PrivacyPolicy | None = None,
     max_profile_items: int = 64,
 ) -> CacheView:
+    policy = privacy or PrivacyPolicy()
     stamp = iso(now)
+    held = frozenset(c.strip().lower() for c in consented)
+    blocked, allowed = policy.blocked(held), sorted(held)
+    shown, params = shown_texts("categories", "sensitive", blocked, allowed)
     pairs = db.execute(
         "SELECT user_text, assistant_text, route_family FROM pairs"
-        f" WHERE status != 'pending' AND {_LIVE}"
+        f" WHERE status != 'pending' AND {_LIVE} AND {shown}"
         " ORDER BY created_at DESC, pair_id DESC LIMIT ?",
-        [stamp, recent_pairs],
+        [stamp, *params, recent_pairs],
     ).fetchall()
     summary = None
     if session_id is not None:
+        s_shown, s_params = shown_texts("summary_categories", "summary_sensitive", blocked, allowed)
         summary = db.execute(
-            "SELECT summary FROM sessions WHERE session_id = ?", [session_id]
+            f"SELECT summary FROM sessions WHERE session_id = ? AND {s_shown}",
+            [session_id, *s_params],
         ).fetchone()
     daily = db.execute(
-        f"SELECT day, summary FROM daily_summaries WHERE {_LIVE} ORDER BY day DESC LIMIT ?",
-        [stamp, MAX_DAILY],
+        f"SELECT day, summary FROM daily_summaries WHERE {_LIVE} AND {shown}"
+        " ORDER BY day DESC LIMIT ?",
+        [stamp, *params, MAX_DAILY],
     ).fetchall()
     digest = db.execute(
-        f"SELECT digest FROM weekly_digests WHERE {_LIVE} ORDER BY week DESC LIMIT 1", [stamp]
+        f"SELECT digest FROM weekly_digests WHERE {_LIVE} AND {shown} ORDER BY week DESC LIMIT 1",
+        [stamp, *params],
     ).fetchone()
     name = "lower(coalesce(category, ''))"
-    shown = f"(sensitive = 0 AND {name} NOT IN ({','.join('?' * len(sensitive))}))"
-    if consented:
-        shown = f"({shown} OR {name} IN ({','.join('?' * len(consented))}))"
+    item_shown = f"{name} NOT IN ({_marks(blocked)})" if blocked else "1"
+    item_shown += f" AND (sensitive = 0 OR {name} IN ({_marks(allowed)}))" if allowed else ""
+    item_shown += "" if allowed else " AND sensitive = 0"
     items = db.execute(
         "SELECT key, value, category, confidence, relevance_score FROM profile_items"
-        f" WHERE status = 'confirmed' AND {_LIVE} AND {shown}"
+        f" WHERE status = 'confirmed' AND {_LIVE} AND {item_shown} AND {shown}"
         " ORDER BY relevance_score DESC, key, item_id LIMIT ?",
-        [stamp, *sorted(sensitive), *sorted(consented), max_profile_items],
+        [stamp, *blocked, *allowed, *params, max_profile_items],
     ).fetchall()
     sync = db.execute("SELECT cursor, version FROM sync_position WHERE id = 1").fetchone()
     return CacheView(

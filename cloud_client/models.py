@@ -83,6 +83,7 @@ class ShortTermPairWire(_Response):
     assistant_text: Text = ""
     route_family: Route = ""
     workflow_id: WorkflowRef = ""
+    category: OptCategory = None  # SPEC 5.5: the cloud's category of the pair
 
 
 class ProfileCandidateWire(_Response):
@@ -102,6 +103,7 @@ class DeviceCacheUpdateWire(_Response):
     active_workflow_id: WorkflowRef = ""
     last_route: Route = ""
     session_summary: Text = ""
+    session_summary_category: OptCategory = None  # SPEC 5.5: the summary's category
 
 
 class MemoryUpdateWire(_Response):
@@ -189,6 +191,7 @@ class DailySummaryWire(_Response):
     summary_id: CloudId | None = None
     source_session_ids: IdList = []
     expire_at: Instant | None = None
+    category: OptCategory = None
 
 
 class WeeklyDigestWire(_Response):
@@ -197,6 +200,7 @@ class WeeklyDigestWire(_Response):
     digest_id: CloudId | None = None
     source_summary_ids: IdList = []
     expire_at: Instant | None = None
+    category: OptCategory = None
 
 
 class ProfileItemWire(_Response):

@@ -302,7 +302,7 @@ class DeviceApp:
         if command == "workflow.cancel":
             return self._cancel(args.get("workflow_id"))
         if command == "memory.forget":
-            return self._forget(args.get("scope"), args.get("id"))
+            return self._forget(args.get("scope"), args.get("id"), args.get("with_sources", True))
         if command == "memory.revoke":
             return self._revoke(args.get("key"))
         if command in ("consent.grant", "consent.revoke"):
@@ -323,7 +323,9 @@ class DeviceApp:
             return {"ok": False, "error": f"no active workflow {workflow_id}"}
         return {"ok": True, "result": {"cancelled": [w.workflow_id for w in result.finished]}}
 
-    def _forget(self, scope: Any, target: Any) -> dict[str, Any]:
+    def _forget(self, scope: Any, target: Any, with_sources: Any = True) -> dict[str, Any]:
+        if not isinstance(with_sources, bool):
+            return {"ok": False, "error": "args.with_sources must be true or false"}
         if scope not in FORGET_SCOPES:
             return {"ok": False, "error": "args.scope: pair|session|profile_key (with id) or all"}
         if scope == "all" and target is not None:
@@ -331,12 +333,14 @@ class DeviceApp:
         if scope != "all" and not (isinstance(target, str) and 0 < len(target) <= 128):
             return {"ok": False, "error": "args.id must be a string of 1 to 128 characters"}
         with self.unit():
-            removed = self._forget_in_unit(scope, target)
+            removed = self._forget_in_unit(scope, target, with_sources)
         return {"ok": True, "result": {"removed": removed}}
 
-    def _forget_in_unit(self, scope: str, target: str | None) -> dict[str, int]:
-        turns = self.memory.store.turn_ids(scope, target)
-        removed = self.memory_ops.forget(scope, target)
+    def _forget_in_unit(
+        self, scope: str, target: str | None, with_sources: bool = True
+    ) -> dict[str, int]:
+        turns = self.memory.store.turn_ids(scope, target, with_sources=with_sources)
+        removed = self.memory_ops.forget(scope, target, with_sources=with_sources)
         self.dedupe.forget_answers(None if turns is None else [f"turn:{t}" for t in turns])
         if scope == "all":  # a dead-lettered turn holds the user's words too
             log.info("forget all: %d inbound dead letters wiped", self.dead_letters.wipe())
@@ -364,7 +368,7 @@ class DeviceApp:
             return
         with self.unit():
             self.dedupe.mark(key, arrival.topic)
-            removed = self._forget_in_unit(msg.scope, msg.id)
+            removed = self._forget_in_unit(msg.scope, msg.id, msg.with_sources)
             body = {"request_id": msg.request_id, "removed": removed}
             self.outbox.enqueue(self.topics.forget_result, body)
 

@@ -21,7 +21,17 @@ FORGET_TARGETS: list[tuple[str, str, str, str]] = [
     ("--key", "profile_key", "KEY", "a profile key (e.g. preferred_room) and its evidence"),
 ]
 # flag, argparse keywords, the admin request's argument it sets (left out when not given)
-FORGET_OPTIONS: list[tuple[str, dict[str, Any], str]] = []
+FORGET_OPTIONS: list[tuple[str, dict[str, Any], str]] = [
+    (
+        "--keep-sources",
+        {
+            "action": "store_const",
+            "const": False,
+            "help": "with --key: keep the pairs the key came from (default: forgotten too)",
+        },
+        "with_sources",
+    ),
+]
 
 
 def cmd_memory_show(args: argparse.Namespace) -> int:
@@ -106,7 +116,7 @@ def cmd_memory_forget(args: argparse.Namespace) -> int:
     payload: dict[str, Any] = {"scope": scope} if target is None else {"scope": scope, "id": target}
     for flag, _, name in FORGET_OPTIONS:
         value = getattr(args, flag.lstrip("-").replace("-", "_"), None)
-        if value not in (None, False):
+        if value is not None:  # an option not given is left out
             payload[name] = value
 
     def matched(result: dict[str, Any]) -> str | None:

@@ -26,6 +26,7 @@ from pydantic import (
     model_validator,
 )
 
+from cache.lexicon import LexiconError, load_lexicon_file
 from cloud_client import security
 from cloud_client.body import DEFAULT_MAX_BYTES
 from edge.errors import ConfigError
@@ -138,6 +139,18 @@ class PrivacySettings(_Section):
     consented_capabilities: list[str] = []  # e.g. ["vital_app"]: its steps run without asking
     # category -> policy; a sensitive category without an entry is kept 30 days, unshared
     categories: dict[str, CategoryPolicySettings] = {}
+    # terms per category (JSON, or TOML when it ends in .toml) added to the shipped lexicon
+    lexicon_file: str = ""
+
+    @field_validator("lexicon_file")
+    @classmethod
+    def _readable_lexicon(cls, value: str) -> str:
+        if value:
+            try:
+                load_lexicon_file(value)
+            except LexiconError as exc:
+                raise ValueError(str(exc)) from None
+        return value
 
 
 class SyncSettings(_Section):

@@ -26,10 +26,13 @@ class MemoryOps:
         self._sync = sync_outbox
         self._clock = clock
 
-    def forget(self, scope: str, target: str | None, reason: str = "user") -> dict[str, int]:
-        """Call inside the caller's unit of work; truncate the WAL after it commits."""
+    def forget(
+        self, scope: str, target: str | None, reason: str = "user", *, with_sources: bool = True
+    ) -> dict[str, int]:
+        """Call inside the caller's unit of work; truncate the WAL after it commits.
+        `with_sources` (profile keys): forget the pairs the key came from too (SPEC §5.5)."""
         forgetter = self._memory.forgetter
-        gone = forgetter.forget(scope, target)
+        gone = forgetter.forget(scope, target, with_sources=with_sources)
         summaries = gone.summaries + (forgetter.wipe_rest() if scope == "all" else 0)
         outbox = self._sync.drop_memory(
             pairs=gone.pairs,
@@ -68,7 +71,12 @@ class MemoryOps:
         latest = self._memory.store.latest_session()
         now = self._clock.now()
         current = self._memory.session_for(None, now) if latest else None
-        counts = self._memory.sweeper.sweep_batch(now, current, limit)
+        sweeper = self._memory.sweeper
+        counts = sweeper.sweep_batch(now, current, limit)
+        if sweeper.expired_pairs:  # an expired pair's unsent write must not outlive it
+            counts["outbox"] = self._sync.drop_memory(
+                pairs=sweeper.expired_pairs, sessions=[], items=[], keys=[]
+            )
         if any(counts.values()):
             self._memory.forgetter.audit("expire", "retention", None, counts, "retention")
         return counts

@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+from cache.lexicon import Lexicon, LexiconError, lexicon
 from cache.memory import MemoryPolicy
 from cache.model import PromotionPolicy
 from cache.privacy import CategoryPolicy, PrivacyPolicy
 from edge.config import Settings
+from edge.errors import ConfigError
+
+
+def _lexicon(settings: Settings) -> Lexicon:
+    try:
+        return lexicon(settings.privacy.lexicon_file)
+    except LexiconError as exc:  # changed since the settings were checked
+        raise ConfigError("privacy.lexicon_file", str(exc)) from None
 
 
 def privacy_policy(settings: Settings) -> PrivacyPolicy:
@@ -16,6 +25,7 @@ def privacy_policy(settings: Settings) -> PrivacyPolicy:
         },
         sensitive=frozenset(settings.privacy.sensitive_categories),
         consented=frozenset(settings.privacy.consented_categories),
+        lexicon=_lexicon(settings),
     )
 
 

@@ -197,11 +197,12 @@ class Runtime:
         """SIGHUP: the log level and the privacy policy from the config file, again."""
         try:
             fresh = load_settings(self._config_path)
+            privacy = privacy_policy(fresh)  # reads privacy.lexicon_file again
         except ConfigError as exc:
             log.warning("reload refused, keeping the running config: %s", exc)
             return
         logging.getLogger().setLevel(fresh.log.level)
-        self._app.memory.set_privacy(privacy_policy(fresh))
+        self._app.memory.set_privacy(privacy)
         log.info(
             "reloaded: log level %s, privacy policy with %d categories, %d consented",
             fresh.log.level,

@@ -23,6 +23,6 @@ MIGRATIONS: list[Migration] = [
     *outbound.MIGRATIONS_2,  # 9 edge_0002_inbox_seen_at_index
     *inbox.MIGRATIONS,  # 10 edge_0003_inbox_dead_letters
     *inbox.MIGRATIONS_2,  # 11 edge_0004_inbox_seen_answers
-    # 12 is cache's (issue 18, privacy on every tier)
+    *cache_schema.MIGRATIONS_4,  # 12 cache_0004_text_categories
     *consent.MIGRATIONS,  # 13 edge_0005_consent_register
 ]

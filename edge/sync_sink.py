@@ -37,6 +37,27 @@ class MemorySyncSink:
         counts = self._memory.tiers.apply_updates(valid.model_dump(mode="json"))
         log.info("sync updates applied: %s", counts)
 
+    def withheld(self, writes: list[Pending]) -> list[str]:
+        """Writes whose text the privacy policy keeps on the device: a pair whose categories
+        (as they are now: a later candidate may have made it sensitive) are not syncable, a
+        profile write of such a category, and any write naming a category in its payload."""
+        privacy, consented = self._memory.policy.privacy, self._memory.consented()
+        out = []
+        for write in writes:
+            payload = write.payload
+            cats = [payload.get("category")] if payload.get("category") else []
+            if isinstance(payload.get("categories"), list):
+                cats += payload["categories"]
+            if write.kind == "short_term_pair":
+                cats += self._memory.labels.of_pair(str(payload.get("pair_id")))
+            elif write.kind in ("profile_candidate", "profile_confirmed"):
+                cats += self._memory.labels.of_item(str(payload.get("item_id")))
+            if any(isinstance(c, str) for c in cats) and privacy.withheld(
+                [c for c in cats if isinstance(c, str)], consented
+            ):
+                out.append(write.write_id)
+        return out
+
     def acked(self, writes: list[Pending]) -> None:
         pairs = [str(w.payload.get("pair_id")) for w in writes if w.kind == "short_term_pair"]
         if pairs:

@@ -18,6 +18,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StrictBool,
     StrictFloat,
     StrictInt,
     StrictStr,
@@ -92,6 +93,7 @@ class ForgetMsg(_Inbound):
     request_id: StrictStr = Field(min_length=1, max_length=128)
     scope: Literal["pair", "session", "profile_key", "all"]
     id: StrictStr | None = Field(None, min_length=1, max_length=128)
+    with_sources: StrictBool = True  # profile_key: its source pairs go too (SPEC 5.5)
 
     @model_validator(mode="after")
     def _id_unless_all(self) -> ForgetMsg:

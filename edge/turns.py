@@ -118,4 +118,6 @@ def update_input_of(response: TurnResponse) -> UpdateInput:
             CandidateIn(c.key, c.value, c.category, c.confidence, c.evidence_kind)
             for c in update.write_candidates.profile_candidates
         ),
+        pair_category=pair.category if pair else None,
+        session_summary_category=cache_update.session_summary_category,
     )

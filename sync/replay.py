@@ -50,6 +50,11 @@ class SyncSink(Protocol):
 
     def acked(self, writes: list[Pending]) -> None: ...
 
+    def withheld(self, writes: list[Pending]) -> list[str]:
+        """The write ids that must not leave the device (now): the privacy policy's last
+        word, at read time, on what a sync request carries."""
+        ...
+
 
 class Replayer:
     def __init__(
@@ -135,9 +140,11 @@ class Replayer:
             async for attempt in retrying:
                 with attempt:
                     # read again on every try: a forget may have dropped writes meanwhile
-                    batch = self._outbox.oldest(self.limit)
+                    batch = self._screen(self._outbox.oldest(self.limit))
                     plan = await self._exchange(batch) if batch else None
             if plan is None:
+                if self._outbox.pending():
+                    continue  # the whole batch was withheld: read the next one
                 break
             conflicts = conflicts + 1 if plan.resend and plan.force_sync else 0
             done += len(plan.ack)
@@ -148,6 +155,17 @@ class Replayer:
                 raise ConflictLoop(conflicts)
         self.limit = self._batch_size
         return done
+
+    def _screen(self, batch: list[Pending]) -> list[Pending]:
+        """Drop from the outbox what the sink withholds (a pair that became sensitive after it
+        was queued, say): it is never sent, and never waits to be."""
+        held = set(self._sink.withheld(batch)) if batch else set()
+        if not held:
+            return batch
+        with self._atomic():
+            self._outbox.ack(held)
+        log.info("sync: %d queued writes withheld by the privacy policy", len(held))
+        return [w for w in batch if w.write_id not in held]
 
     async def _exchange(self, batch: list[Pending]) -> Plan:
         """One request and its answer applied; raises NoProgress (retried with backoff) when

@@ -13,6 +13,8 @@ from sim.probe import MqttProbe
 from tests.conftest import ROOT, RuntimeFactory, StateRows, eventually
 
 SECRET = "우리 집 현관 비밀번호는 장미꽃 이천이십육이야"
+# no category the lexicon knows: it would be synced, so a forget has an unsent write to drop
+PLAIN_SECRET = "내 자전거 자물쇠 조합은 장미꽃 이천이십육이야"
 
 
 def residue(tmp_path: Path, needles: list[bytes]) -> list[str]:
@@ -69,7 +71,7 @@ def test_forget_while_offline_the_pair_never_leaves_the_device(
 ) -> None:
     runtime_factory(sync={"deadline_s": 1.0, "max_backoff_s": 30.0})
     cloud.set_faults(drop=True)
-    assert probe.turn("t-off", SECRET)["status"] == "offline"
+    assert probe.turn("t-off", PLAIN_SECRET)["status"] == "offline"
     pair = state_rows("SELECT pair_id FROM pairs WHERE turn_id = ?", ["t-off"])[0][0]
     # the replayer has tried once and is backing off: the cloud is away, not just slow
     eventually(lambda: any(r["body"]["writes"] for r in cloud.requests("/v1/a2a/memory/sync")))
@@ -87,7 +89,7 @@ def test_forget_while_offline_the_pair_never_leaves_the_device(
         ]
     )
     assert pairs == ["t-back"]
-    assert SECRET not in json.dumps(cloud.synced(), ensure_ascii=False)
+    assert PLAIN_SECRET not in json.dumps(cloud.synced(), ensure_ascii=False)
 
 
 def test_bad_forget_requests_are_refused(runtime_factory: RuntimeFactory, probe: MqttProbe) -> None:

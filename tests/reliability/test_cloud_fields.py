@@ -55,12 +55,7 @@ def test_huge_fields_of_a_turn_answer_stay_bounded(
     cloud.script_turn(memory_update=update(last_route="R" * 100_000))  # under any body cap
     second = probe.turn("t-2", "안녕", timeout_s=15)
     assert second["status"] == "error" and "last_route" in second["error"], second
-    health = {"key": "blood_pressure", "value": "높음", "category": "Health"}
-    cloud.script_turn(
-        memory_update=update(
-            session_summary="요약" * 100_000, sync=FAR, profile_candidates=[health]
-        )
-    )
+    cloud.script_turn(memory_update=update(session_summary="요약" * 100_000, sync=FAR))
     assert probe.turn("t-3", "안녕", timeout_s=15)["status"] == "ok"
     [(summary,)] = state_rows("SELECT max(length(summary)) FROM sessions")
     assert summary <= 4096, summary  # cut where it entered, not only in the snapshot
@@ -77,8 +72,14 @@ def test_huge_fields_of_a_turn_answer_stay_bounded(
     [(version,)] = state_rows("SELECT version FROM sync_position")
     assert version != FAR["version"] and version.startswith("v"), version
     assert third["memory_snapshot"]["sync"]["version"] != FAR["version"]
-    # `Health` is the sensitive `health`: kept on the device, never synced (share: false)
-    eventually(lambda: "t-3" in {w["payload"].get("turn_id") for w in cloud.synced()}, 10)
+    # `Health` is the sensitive `health`: kept on the device, never synced (share: false), and
+    # so is the pair it came from (in a session of its own: its summary would be health too)
+    health = {"key": "blood_pressure", "value": "높음", "category": "Health"}
+    cloud.script_turn(memory_update=update(profile_candidates=[health]))
+    assert probe.turn("t-5", "안녕", session_id="session-health")["status"] == "ok"
+    probe.turn("t-6", "안녕", session_id="session-health")
+    eventually(lambda: "t-6" in {w["payload"].get("turn_id") for w in cloud.synced()}, 10)
+    assert "t-5" not in {w["payload"].get("turn_id") for w in cloud.synced()}
     assert not [w for w in cloud.synced() if w["payload"].get("key") == "blood_pressure"]
     rows = state_rows("SELECT category, sensitive FROM profile_items WHERE key = 'blood_pressure'")
     assert rows == [("health", 1)]

@@ -89,6 +89,9 @@ class FakeSink:
     def acked(self, writes: list[Pending]) -> None:
         self.acks.append([w.write_id for w in writes])
 
+    def withheld(self, writes: list[Pending]) -> list[str]:
+        return []
+
 
 def answer(status: int, body: Any) -> Script:
     return lambda _body: (status, body)

@@ -1,0 +1,138 @@
+"""Issue 18, reproduced through the real process (MQTT, the sim cloud that records every request,
+the SQLite file): a health utterance in every tier of the snapshot and in sync, `forget --key`
+leaving the fact in its source pair, a cloud-confirmed sensitive item that never expired."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from sim.cloud import SimCloud
+from sim.memory import build_memory_update
+from sim.probe import MqttProbe
+from tests.conftest import ROOT, RuntimeFactory, StateRows, eventually
+from tests.e2e.test_privacy import residue
+
+HEALTH = "나 고혈압이 있어서 약 먹고 있어"
+
+
+def memory_update(text: str, **fields: Any) -> dict[str, Any]:
+    update = build_memory_update(
+        recognized_text=text,
+        route_family="CHAT",
+        workflow_id="",
+        sync={"cursor": "", "version": ""},
+    )
+    del update["sync"]
+    update["device_cache_update"]["session_summary"] = fields.get("session_summary", "")
+    update["write_candidates"]["profile_candidates"] = fields.get("candidates", [])
+    return update
+
+
+def last_snapshot(cloud: SimCloud) -> dict[str, Any]:
+    snapshot: dict[str, Any] = cloud.requests("/v1/a2a/turn")[-1]["body"]["voice_context"][
+        "memory_snapshot"
+    ]
+    return snapshot
+
+
+def synced_turns(cloud: SimCloud) -> list[str]:
+    return [w["payload"]["turn_id"] for w in cloud.synced() if w["kind"] == "short_term_pair"]
+
+
+def text(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def test_a_health_utterance_reaches_no_tier_of_the_snapshot_and_no_sync(
+    runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe, state_rows: StateRows
+) -> None:
+    runtime_factory()  # no consent for health (the default)
+    daily = {"day": "2026-06-24", "summary": "혈압약 복용을 두 번 언급"}
+    cloud.script_sync({"status": 200, "updates": {"daily_summaries": [daily]}})
+    probe.turn("t-hi", "안녕")
+    eventually(lambda: state_rows("SELECT day FROM daily_summaries"))
+    cloud.script_turn(
+        memory_update=memory_update(HEALTH, session_summary="사용자는 고혈압 약을 복용 중")
+    )
+    assert probe.turn("t-health", HEALTH)["status"] == "ok"
+    probe.turn("t-next", "거실 청정해줘")
+    snapshot = last_snapshot(cloud)
+    assert "혈압" not in text(snapshot), snapshot
+    assert "복용" not in text(snapshot)
+    assert [p["user"] for p in snapshot["short_term"]["recent_pairs"]] == ["안녕"]
+    eventually(lambda: "t-next" in synced_turns(cloud))  # sent in order: t-health had its turn
+    assert synced_turns(cloud) == ["t-hi", "t-next"]
+    assert "혈압" not in text([r["body"] for r in cloud.requests("/v1/a2a/memory/sync")])
+    assert state_rows("SELECT categories FROM pairs WHERE turn_id = 't-health'") == [
+        ('["health"]',)
+    ]
+
+
+def test_forgetting_a_key_forgets_the_words_it_came_from(
+    tmp_path: Path,
+    runtime_factory: RuntimeFactory,
+    cloud: SimCloud,
+    probe: MqttProbe,
+    state_rows: StateRows,
+) -> None:
+    runtime_factory(privacy={"consented_categories": ["health"]})  # so the snapshot shows it
+    condition = {"key": "condition", "value": "고혈압", "category": "health"}
+    cloud.script_turn(memory_update=memory_update(HEALTH, candidates=[condition]))
+    probe.turn("t-health", HEALTH)
+    diabetes = {"key": "condition2", "value": "당뇨병", "category": "health"}
+    cloud.script_turn(memory_update=memory_update("당뇨병도 있어", candidates=[diabetes]))
+    probe.turn("t-diabetes", "당뇨병도 있어")
+    probe.turn("t-hi", "안녕")
+    assert "고혈압" in text(last_snapshot(cloud))  # before the forget
+    pair = state_rows("SELECT pair_id FROM pairs WHERE turn_id = 't-health'")[0][0]
+    probe.publish(
+        f"{ROOT}/memory/forget", {"request_id": "f-k", "scope": "profile_key", "id": "condition"}
+    )
+    result = probe.wait_for(f"{ROOT}/memory/forget/result", lambda b: b.get("request_id") == "f-k")
+    assert result["removed"]["pairs"] == 1 and result["removed"]["profile_items"] == 1
+    eventually(lambda: not residue(tmp_path, ["고혈압".encode()]), 10)
+    probe.turn("t-after", "안녕")
+    assert "고혈압" not in text(last_snapshot(cloud))
+    tombstones = eventually(lambda: [w for w in cloud.synced() if w["kind"] == "memory_deletion"])
+    assert tombstones[0]["payload"]["pair_ids"] == [pair]
+    assert tombstones[0]["payload"]["profile_keys"] == ["condition"]
+    # `with_sources: false` forgets the item and keeps the words
+    probe.publish(
+        f"{ROOT}/memory/forget",
+        {"request_id": "f-k2", "scope": "profile_key", "id": "condition2", "with_sources": False},
+    )
+    kept = probe.wait_for(f"{ROOT}/memory/forget/result", lambda b: b.get("request_id") == "f-k2")
+    assert kept["removed"]["pairs"] == 0 and kept["removed"]["profile_items"] == 1
+    assert state_rows("SELECT user_text FROM pairs WHERE turn_id = 't-diabetes'") == [
+        ("당뇨병도 있어",)
+    ]
+
+
+def test_a_cloud_confirmed_sensitive_item_is_gone_after_31_days(
+    tmp_path: Path,
+    runtime_factory: RuntimeFactory,
+    cloud: SimCloud,
+    probe: MqttProbe,
+    state_rows: StateRows,
+) -> None:
+    offset = tmp_path / "clock-offset"
+    offset.write_text("0")
+    runtime_factory(
+        env={"A2A_CLOCK_OFFSET_FILE": str(offset)},
+        privacy={"consented_categories": ["home_layout"]},  # shown while it lives
+        memory={"retention_every_s": 1},
+    )
+    door = {"key": "door_code", "value": "4321", "category": "home_layout", "status": "confirmed"}
+    cloud.script_sync({"status": 200, "updates": {"profile_items": [door]}})
+    probe.turn("t-hi", "안녕")
+    eventually(lambda: state_rows("SELECT key FROM profile_items WHERE key = 'door_code'"))
+    probe.turn("t-2", "안녕")
+    assert "door_code" in text(last_snapshot(cloud))
+    expire_at = state_rows("SELECT expire_at FROM profile_items WHERE key = 'door_code'")[0][0]
+    assert expire_at is not None  # the 30-day cap holds for cloud-confirmed items
+    offset.write_text(str(31 * 86400))
+    eventually(lambda: not state_rows("SELECT key FROM profile_items WHERE key = 'door_code'"))
+    probe.turn("t-3", "안녕")
+    assert "door_code" not in text(last_snapshot(cloud))
