@@ -376,7 +376,9 @@ class Runtime:
         self._app.reap()
 
     def _on_disconnected(self, reason: str) -> None:
-        if self._broker_up or reason != self._last_broker_error:
+        if self._stop.is_set():  # our own disconnect at a stop: expected, not a warning
+            log.info("broker disconnected: %s", reason)
+        elif self._broker_up or reason != self._last_broker_error:
             log.warning("broker disconnected: %s", reason)  # once per reason, not per retry
         self._last_broker_error = reason
         self._broker_up = False
