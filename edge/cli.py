@@ -21,7 +21,7 @@ from typing import Any
 from a2a_common.backup import BackupError
 from a2a_common.clock import Clock, OffsetClock, SteadyClock, SystemClock
 from a2a_common.sqlite import StorageError
-from edge import statelock
+from edge import reload, statelock
 from edge.cli_read import (
     cmd_inbox_dead,
     cmd_memory_show,
@@ -358,6 +358,7 @@ def parser() -> argparse.ArgumentParser:
     status.add_argument("--json", action="store_true")
     status.set_defaults(func=cmd_status)
 
+    reload.add_parser(sub)
     _add_memory(sub)
     _add_workflows(sub)
     _add_sync(sub)

@@ -24,7 +24,7 @@ from typing import Any
 from a2a_common import jsonx
 from a2a_common.clock import iso, parse_iso
 from a2a_common.sqlite import StorageUnavailable, schema_version
-from edge import __version__
+from edge import __version__, reload
 from edge.app import DeviceApp
 from edge.config import Settings, load_settings
 from edge.errors import ConfigError
@@ -194,12 +194,24 @@ class Runtime:
             )
 
     def _reload(self) -> None:
-        """SIGHUP: the log level and the privacy policy from the config file, again."""
+        """SIGHUP: the log level and the privacy policy from the config file, again; systemd
+        is told it began and ended, and `a2a-edge reload` finds the mark (edge/reload.py)."""
+        handled = reload.monotonic_usec()
+        self._notifier.reloading(handled)
+        error = ""
         try:
-            fresh = load_settings(self._config_path)
+            self._apply_reload()
         except ConfigError as exc:
+            error = str(exc)
             log.warning("reload refused, keeping the running config: %s", exc)
-            return
+        try:
+            reload.write_mark(self._settings.state_db_path.parent, handled, error)
+        except OSError as exc:
+            log.warning("reload mark not written (a2a-edge reload waits in vain): %s", exc)
+        self._notifier.ready(self._status_line())
+
+    def _apply_reload(self) -> None:
+        fresh = load_settings(self._config_path)
         logging.getLogger().setLevel(fresh.log.level)
         self._app.memory.set_privacy(privacy_policy(fresh))
         log.info(
