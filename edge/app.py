@@ -139,6 +139,12 @@ class DeviceApp:
         with `ref`, the ids the refused payload carried (SPEC §2.4)."""
         if ref is None and payload is not None:
             ref = ref_of(payload, self.settings.mqtt.max_payload_bytes)
+        self.metrics.inc(
+            "a2a_refusals_total",
+            "inbound messages refused on P/runtime/error, by topic (under P/) and error",
+            topic=self.topics.kind_of(topic) or "other",
+            error=refusal.error,
+        )
         log.warning(
             "refused message on %s: %s (%s)",
             topic,

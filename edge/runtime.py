@@ -29,8 +29,8 @@ from edge.app import DeviceApp
 from edge.config import Settings, load_settings
 from edge.errors import ConfigError
 from edge.intake import Intake
-from edge.metrics import Labels
 from edge.metrics_server import serve as serve_metrics
+from edge.metrics_state import state_reader
 from edge.mqtt import ChannelHandlers, LastWill, MqttChannel
 from edge.notify import Notifier
 from edge.policies import privacy_policy
@@ -147,9 +147,11 @@ class Runtime:
         gc.callbacks.append(self._gc_timer)
         self._notifier.ready(self._status_line())
         if self._settings.metrics.enabled:
-            server = await serve_metrics(
-                self._settings.metrics, self._render_metrics, self._app.metrics
+            metrics = self._app.metrics
+            metrics.read_at_scrape(
+                state_reader(self._app, lambda: self._loop_lag, lambda: self._broker_up)
             )
+            server = await serve_metrics(self._settings.metrics, metrics.render, metrics)
             self._servers.append(server)
         self._intake_task = asyncio.create_task(self._intake.run())
         background = [
@@ -296,37 +298,6 @@ class Runtime:
                 self._channel.publish(
                     self._app.topics.runtime_status, self._status("online"), retain=True
                 )
-
-    def _render_metrics(self) -> str:
-        app = self._app
-        workflows: dict[Labels, float] = {
-            (("status", status),): float(n) for status, n in app.tm.store.counts_by_status().items()
-        }
-        return app.metrics.render(
-            {
-                "a2a_workflows": ("workflows in the state DB by status", workflows),
-                "a2a_mqtt_outbox_depth": (
-                    "MQTT messages owed (no PUBACK yet)",
-                    {(): float(app.outbox.pending())},
-                ),
-                "a2a_sync_outbox_depth": (
-                    "sync writes owed to the cloud",
-                    {(): float(app.sync.pending())},
-                ),
-                "a2a_sync_acked": (
-                    "sync writes the cloud acked since start",
-                    {(): float(app.replayer.acked_total)},
-                ),
-                "a2a_loop_lag_seconds": (
-                    "how late the loop's last timer fired",
-                    {(): self._loop_lag},
-                ),
-                "a2a_broker_connected": (
-                    "1 while the broker connection is up",
-                    {(): 1.0 if self._broker_up else 0.0},
-                ),
-            }
-        )
 
     async def _watchdog(self) -> None:
         """Pings only while this loop turns and the DB answers; also the heartbeat, the
