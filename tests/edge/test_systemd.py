@@ -132,3 +132,12 @@ def test_unit_bounds_resources_and_reloads_without_procps() -> None:
     reload = re.search(r"^ExecReload=(.*)$", text, re.M)
     assert reload and "/bin/kill" not in reload.group(1)  # procps is not on a minimal Debian
     assert reload.group(1).split()[:2] == ["/opt/a2a-edge/.venv/bin/a2a-edge", "reload"]
+
+
+def test_the_readme_config_block_names_every_key_and_parses_to_the_defaults(tmp_path: Path) -> None:
+    readme = (UNIT.parents[1] / "README.md").read_text(encoding="utf-8")
+    block = readme.split("```toml\n", 1)[1].split("```", 1)[0]
+    missing = set(keys_of(Settings)) - example_keys(block)
+    assert missing == set(), f"README's config block lacks {sorted(missing)}"
+    (tmp_path / "c.toml").write_text(block, encoding="utf-8")
+    assert load_settings(tmp_path / "c.toml", environ={}) == Settings()
