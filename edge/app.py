@@ -125,7 +125,7 @@ class DeviceApp:
         with self.unit():
             self.dead_letters.add(topic, payload, error)
         refusal = Refusal("internal_error", "the runtime could not apply it")
-        self.refuse(topic, refusal, payload=payload)
+        self.refuse(topic, refusal, payload=payload, logged=True)  # the intake's ERROR said it
 
     def refuse(
         self,
@@ -134,6 +134,7 @@ class DeviceApp:
         *,
         payload: bytes | None = None,
         ref: dict[str, Any] | None = None,
+        logged: bool = False,
     ) -> None:
         """SPEC §2: a refusal on `P/runtime/error` (QoS 0: it reports, it changes nothing),
         with `ref`, the ids the refused payload carried (SPEC §2.4)."""
@@ -145,7 +146,8 @@ class DeviceApp:
             topic=self.topics.kind_of(topic) or "other",
             error=refusal.error,
         )
-        log.warning(
+        log.log(
+            logging.DEBUG if logged else logging.WARNING,
             "refused message on %s: %s (%s)",
             topic,
             refusal.error,

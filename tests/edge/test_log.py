@@ -99,3 +99,16 @@ def test_json_lines_carry_the_ids_as_fields(
     assert len(answered) == 1 and answered[0]["turn_id"] == "t-ok"
     assert answered[0]["session_id"] and isinstance(answered[0]["workflow_ids"], list)
     assert "[" not in answered[0]["msg"]  # no Python list repr in the text
+
+
+def test_a_handler_failure_is_one_error_line_not_an_error_and_a_warning(
+    runtime_factory: RuntimeFactory, probe: MqttProbe
+) -> None:
+    runtime = runtime_factory(env={"A2A_DEBUG_HOOKS": "1"}, log={"level": "INFO"})
+    payload = b'{"turn_id": "t-boom", "recognized_text": "x", "a2a_debug_raise": 1}'
+    probe.publish(f"{ROOT}/turn/request", payload)
+    probe.wait_for(f"{ROOT}/turn/response", lambda b: b.get("turn_id") == "t-boom")
+    assert runtime.terminate() == 0
+    lines = runtime.log().splitlines()
+    loud = [line for line in lines if " WARNING " in line or " ERROR " in line]
+    assert len(loud) == 1 and "handler for" in loud[0] and " ERROR " in loud[0], loud
