@@ -15,6 +15,7 @@ whose labels all say `other`, so no input (a flood of made-up topics) can grow i
 from __future__ import annotations
 
 import platform
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -63,6 +64,19 @@ Labels = tuple[tuple[str, str], ...]
 Reader = Callable[[], Iterable[Metric]]
 
 
+class ProcSubsetProcess(ProcessCollector):
+    """`process_*` also under the unit's `ProcSubset=pid`, where /proc/stat (the boot time the
+    library reads first, and without which it reports nothing at all) is hidden: the boot
+    time is then the wall clock less CLOCK_BOOTTIME, which is what the kernel's `btime` is."""
+
+    def _boot_time(self) -> float:
+        try:
+            found = super()._boot_time()  # type: ignore[no-untyped-call]
+        except OSError:
+            found = None
+        return float(found) if found else time.time() - time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
 class _AtScrape(Collector):
     """Families read when scraped (gauges over the state DB, counters kept elsewhere)."""
 
@@ -84,7 +98,7 @@ class Metrics:
         self._series: dict[str, set[tuple[str, ...]]] = {}
         self._at_scrape = _AtScrape()
         self.registry.register(self._at_scrape)
-        ProcessCollector(registry=self.registry)
+        ProcSubsetProcess(registry=self.registry)
         PlatformCollector(registry=self.registry)
         GCCollector(registry=self.registry)
         build = Info("a2a_build", "the running a2a-edge", registry=self.registry)

@@ -3,10 +3,15 @@ histograms (a fleet can aggregate them), process_* and build info, bounded label
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.process_collector import ProcessCollector
 
 from edge import __version__
-from edge.metrics import MAX_SERIES, OTHER, Metrics, counter, gauge
+from edge.metrics import MAX_SERIES, OTHER, Metrics, ProcSubsetProcess, counter, gauge
 
 
 def families(metrics: Metrics) -> dict[str, object]:
@@ -77,3 +82,23 @@ def test_a_flood_of_label_values_stays_bounded() -> None:
     got = {k: v for k, v in samples(metrics).items() if k.startswith("a2a_refusals_total")}
     assert len(got) == MAX_SERIES + 1
     assert got[f'a2a_refusals_total{{error="{OTHER}",topic="{OTHER}"}}'] == 500
+
+
+def test_process_metrics_survive_procsubset_pid(tmp_path: Path) -> None:
+    """systemd's ProcSubset=pid hides /proc/stat: prometheus_client's own collector then
+    reports no process_* metric at all (it needs the boot time from there first)."""
+    fake = tmp_path / "proc"  # /proc as the unit shows it: the process's own dir, no stat file
+    fake.mkdir()
+    (fake / "self").symlink_to("/proc/self")
+    plain, ours = CollectorRegistry(), CollectorRegistry()
+    ProcessCollector(proc=str(fake), registry=plain)
+    ProcSubsetProcess(proc=str(fake), registry=ours)
+    assert plain.get_sample_value("process_resident_memory_bytes") is None
+    assert (ours.get_sample_value("process_resident_memory_bytes") or 0) > 1e6
+    started = ours.get_sample_value("process_start_time_seconds") or 0
+    assert abs(started - ProcessCollector(registry=None)._boot_time() - _ticks_since_boot()) < 2
+
+
+def _ticks_since_boot() -> float:
+    parts = Path("/proc/self/stat").read_text().split(")")[-1].split()
+    return float(parts[19]) / os.sysconf("SC_CLK_TCK")
