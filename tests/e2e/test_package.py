@@ -13,22 +13,14 @@ import site
 import stat
 import subprocess
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).parents[2]
-PACKAGES = (
-    "a2a_common",
-    "a2a_agent",
-    "edge",
-    "cloud_client",
-    "cache",
-    "taskmanager",
-    "sync",
-    "sim",
-)
+PACKAGES = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
 INSTALL = REPO / "systemd" / "install.sh"
 pytestmark = pytest.mark.e2e
 
