@@ -206,11 +206,11 @@ class Runtime:
         except ConfigError as exc:
             error = str(exc)
             log.warning("reload refused, keeping the running config: %s", exc)
+        self._notifier.ready(self._status_line())  # before the mark: systemd hears it first
         try:
             reload.write_mark(self._settings.state_db_path.parent, handled, error)
         except OSError as exc:
             log.warning("reload mark not written (a2a-edge reload waits in vain): %s", exc)
-        self._notifier.ready(self._status_line())
 
     def _apply_reload(self) -> None:
         fresh = load_settings(self._config_path)
