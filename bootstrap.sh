@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One entry point for a fresh Debian/Ubuntu machine with Python 3.11+:
-#   ./bootstrap.sh demo   set up, then run `a2a-edge demo`
+#   ./bootstrap.sh demo   set up, then run `.venv/bin/a2a-edge demo` (extra arguments go to it)
 #   ./bootstrap.sh test   set up, then ruff, mypy --strict and the whole pytest suite
 # Set-up = a virtualenv in .venv with the package and its dev tools, and Mosquitto (installed
 # with apt-get when missing and we are root; otherwise we stop and say what to install).
@@ -79,7 +79,12 @@ case "$command" in
     demo)
         ensure_mosquitto
         ensure_venv
-        exec .venv/bin/a2a-edge demo
+        status=0
+        .venv/bin/a2a-edge demo "${@:2}" || status=$?
+        # the README's next commands: a2a-edge is in .venv/bin, which is not on PATH
+        echo "bootstrap: a2a-edge is installed in .venv/bin (not on your PATH): run" \
+            "'.venv/bin/a2a-edge --help', or 'source .venv/bin/activate' first" >&2
+        exit "$status"
         ;;
     test)
         ensure_mosquitto

@@ -6,7 +6,12 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 WriteKind = Literal[
-    "short_term_pair", "profile_candidate", "profile_confirmed", "memory_deletion", "task_terminal"
+    "short_term_pair",
+    "profile_candidate",
+    "profile_confirmed",
+    "memory_deletion",
+    "task_terminal",
+    "consent",
 ]
 
 

@@ -5,6 +5,7 @@ sync writes they owe, for the caller to queue in that same transaction."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -42,8 +43,18 @@ class MemoryPolicy:
 
 
 class Memory:
-    def __init__(self, *, db: sqlite_utils.Database, clock: Clock, policy: MemoryPolicy) -> None:
+    def __init__(
+        self,
+        *,
+        db: sqlite_utils.Database,
+        clock: Clock,
+        policy: MemoryPolicy,
+        consents: Callable[[], frozenset[str]] | None = None,
+    ) -> None:
         self.db = db
+        # the categories a consent grant covers now (the device's register, SPEC 5.6), read at
+        # each snapshot beside the config's
+        self._consents = consents or frozenset
         self._clock = clock
         self.policy = policy
         self.store = CacheStore(db=db)
@@ -134,7 +145,7 @@ class Memory:
             session_id=session_id,
             now=self._clock.now(),
             recent_pairs=self.policy.recent_pairs,
-            consented=self.policy.privacy.consented,
+            consented=self.policy.privacy.consented | self._consents(),
             sensitive=self.policy.privacy.sensitive,
         )
 

@@ -254,7 +254,7 @@ class TurnInputs:
             log.warning("turn %s: cloud answer refused: %s", turn.turn_id, answer, extra=_ids(turn))
             self.close_unanswered(turn.turn_id, turn.pair_id, "error", f"cloud_error: {answer}")
             return "error"
-        ref = TurnRef(turn.turn_id, turn.pair_id, turn.session_id)
+        ref = TurnRef(turn.turn_id, turn.pair_id, turn.session_id, turn.text)
         requested = len(answer.device_workflow_requests) + len(answer.device_task_requests)
         with self.unit() as result:
             for raw in answer.device_workflow_requests:
@@ -295,7 +295,7 @@ class TurnInputs:
     def _answer_offline(self, turn: Received, reason: str) -> str:
         """`offline`, and the robot's own small set of intents so it stays safe meanwhile."""
         intent = match_intent(turn.text, self.settings.offline.intents)
-        ref = TurnRef(turn.turn_id, turn.pair_id, turn.session_id)
+        ref = TurnRef(turn.turn_id, turn.pair_id, turn.session_id, turn.text)
         with self.unit() as result:
             if intent is not None and intent.action == "cancel":
                 result.merge(self.tm.cancel(None, "user"))

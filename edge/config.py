@@ -134,7 +134,8 @@ class CategoryPolicySettings(_Section):
 
 class PrivacySettings(_Section):
     sensitive_categories: list[str] = ["health", "vital", "home_layout", "contact"]
-    consented_categories: list[str] = []
+    consented_categories: list[str] = []  # standing consent grants (SPEC 5.6), source config
+    consented_capabilities: list[str] = []  # e.g. ["vital_app"]: its steps run without asking
     # category -> policy; a sensitive category without an entry is kept 30 days, unshared
     categories: dict[str, CategoryPolicySettings] = {}
 
@@ -287,7 +288,10 @@ def _env_value(raw: str) -> Any:
     return raw
 
 
-def _apply_env(data: dict[str, Any], environ: Mapping[str, str]) -> None:
+def _apply_env(data: dict[str, Any], environ: Mapping[str, str]) -> dict[str, str]:
+    """Put the `A2A_EDGE_*` variables into `data`; returns dotted key -> the variable that set
+    it, so that an error names the variable the operator has to fix, not only the key."""
+    applied: dict[str, str] = {}
     for name, raw in sorted(environ.items()):
         if not name.startswith(ENV_PREFIX):
             continue
@@ -298,11 +302,13 @@ def _apply_env(data: dict[str, Any], environ: Mapping[str, str]) -> None:
         for depth, part in enumerate(path[:-1]):
             table = table.setdefault(part, {})
             if not isinstance(table, dict):
-                raise ConfigError(".".join(path[: depth + 1]), "must be a table")
+                raise ConfigError(".".join(path[: depth + 1]), f"must be a table; set by {name}")
         table[path[-1]] = _env_value(raw)
+        applied[".".join(path)] = name
+    return applied
 
 
-def _first_error(exc: ValidationError) -> ConfigError:
+def _first_error(exc: ValidationError, from_env: Mapping[str, str]) -> ConfigError:
     err = exc.errors()[0]
     key = ".".join(str(part) for part in err["loc"]) or "(root)"
     message = err["msg"]
@@ -310,6 +316,10 @@ def _first_error(exc: ValidationError) -> ConfigError:
         message = "unknown key"
     elif "input" in err and not isinstance(err["input"], dict | list):
         message = f"{message} (got {err['input']!r})"
+    for dotted, variable in from_env.items():
+        if key == dotted or key.startswith(dotted + "."):
+            message = f"{message}; set by {variable}"
+            break
     return ConfigError(key, message)
 
 
@@ -328,11 +338,11 @@ def load_settings(path: Path | None, environ: Mapping[str, str] | None = None) -
             raise ConfigError("--config", f"cannot read {source}: {exc.strerror}") from exc
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError("--config", f"{source} is not valid TOML: {exc}") from exc
-    _apply_env(data, env)
+    from_env = _apply_env(data, env)
     try:
         settings = Settings.model_validate(data)
     except ValidationError as exc:
-        raise _first_error(exc) from None
+        raise _first_error(exc, from_env) from None
     settings.cloud.check()
     return settings
 

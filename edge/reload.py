@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from edge.config import load_settings
+from edge.cli_kit import Subparsers, command, positive_float, settings_of
 from edge.statelock import LOCK_NAME
 
 MARK_NAME = "reloaded"
@@ -83,7 +83,7 @@ def signal_and_wait(state_dir: Path, pid: int, wait_s: float = WAIT_S) -> tuple[
 
 
 def cmd_reload(args: argparse.Namespace) -> int:
-    settings = load_settings(Path(args.config) if args.config else None)
+    settings = settings_of(args)
     state_dir = settings.state_db_path.parent
     pid = args.pid or service_pid(state_dir)
     if pid is None:
@@ -94,19 +94,25 @@ def cmd_reload(args: argparse.Namespace) -> int:
     return code
 
 
-def add_parser(sub: Any) -> None:
-    reload = sub.add_parser(
+def register(sub: Subparsers) -> None:
+    reload = command(
+        sub,
         "reload",
-        help="SIGHUP the service and wait until it applied the config (systemd's ExecReload)",
+        "SIGHUP the service and wait until it has applied the config (the unit's ExecReload)",
+        cmd_reload,
+        description="Send SIGHUP to the running service and return once it has applied the"
+        " config file again (log level, privacy policy), or exit 1 with the reason it refused"
+        " it (the service keeps its running config). systemd's ExecReload= runs this, so that"
+        " `systemctl reload` returns only after the reload.",
+        json=False,
     )
-    reload.add_argument("--config", help="TOML config (default /etc/a2a-edge/config.toml)")
     reload.add_argument(
         "--pid", type=int, default=None, help="the service's pid (default: from its lock file)"
     )
     reload.add_argument(
         "--timeout-s",
-        type=float,
+        type=positive_float,
         default=WAIT_S,
-        help="how long to wait for the service (default %(default)s)",
+        metavar="S",
+        help="how long to wait for the service",
     )
-    reload.set_defaults(func=cmd_reload)

@@ -12,6 +12,7 @@ from edge.app import DeviceApp
 from edge.topics import (
     AdminRequestMsg,
     Arrival,
+    ConsentRequestMsg,
     DeviceContextMsg,
     ForgetMsg,
     Model,
@@ -51,6 +52,7 @@ def route_table(app: DeviceApp) -> dict[str, Route[Any]]:
         "workflow/request": Route(WorkflowRequestMsg, app.take_workflow),
         "admin/request": Route(AdminRequestMsg, app.take_admin),
         "memory/forget": Route(ForgetMsg, app.take_forget),
+        "consent/request": Route(ConsentRequestMsg, app.take_consent, app.reject_consent),
     }
 
 

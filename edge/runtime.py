@@ -222,6 +222,12 @@ class Runtime:
             len(fresh.privacy.categories),
             len(fresh.privacy.consented_categories),
         )
+        try:
+            self._app.reload_consent(
+                fresh.privacy.consented_categories, fresh.privacy.consented_capabilities
+            )
+        except StorageUnavailable as exc:  # the standing set is new; the cancels wait a tick
+            log.warning("consent reload: the state DB refused the cancels: %s", exc)
 
     async def _shutdown(self, background: list[asyncio.Task[None]]) -> None:
         """Bounded (SPEC §6: within 10 s whatever the cloud, the broker or TLS do): each step

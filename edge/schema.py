@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from a2a_common.sqlite import Migration
 from cache import schema as cache_schema
-from edge import inbox, outbound
+from edge import consent, inbox, outbound
 from sync import outbox
 from taskmanager import store as taskmanager_store
 
@@ -23,4 +23,6 @@ MIGRATIONS: list[Migration] = [
     *outbound.MIGRATIONS_2,  # 9 edge_0002_inbox_seen_at_index
     *inbox.MIGRATIONS,  # 10 edge_0003_inbox_dead_letters
     *inbox.MIGRATIONS_2,  # 11 edge_0004_inbox_seen_answers
+    # 12 is cache's (issue 18, privacy on every tier)
+    *consent.MIGRATIONS,  # 13 edge_0005_consent_register
 ]

@@ -134,3 +134,40 @@ def for_cli(state_dir: Path, command: str) -> Iterator[StateLock]:
     """A CLI command's lock, taken without waiting, held while the block writes."""
     with StateLock.take(state_dir, CLI + command) as lock:
         yield lock
+
+
+def held_by(state_dir: Path) -> Holder | None:
+    """Who holds the state dir's lock now (None: nobody), without taking it or creating the
+    file — `status` asks this, and a probe that took the lock even for an instant could make a
+    starting service think another one runs. Linux's /proc/locks tells whether any process has
+    a flock on the file's inode; the file names the holder."""
+    path = state_dir / LOCK_NAME
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        holder = _holder(fd)
+    finally:
+        os.close(fd)
+    device = f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino}"
+    try:
+        locks = Path("/proc/locks").read_text(encoding="ascii", errors="replace")
+    except OSError:  # no procfs: the pid in the file, if that process still lives
+        return holder if holder.pid is not None and _alive(holder.pid) else None
+    for line in locks.splitlines():
+        parts = line.split()
+        if "FLOCK" in parts and device in parts:
+            return holder
+    return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

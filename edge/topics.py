@@ -26,6 +26,7 @@ from pydantic import (
     model_validator,
 )
 
+from edge.consent import MAX_TTL_S, SCOPE_PATTERN
 from taskmanager.model import CallbackStatus
 
 
@@ -70,7 +71,7 @@ class TaskCallbackMsg(_Inbound):
     status: CallbackStatus
     progress: float | None = Field(None, ge=0, le=100)
     reason: StrictStr | None = Field(None, max_length=200)
-    evidence: dict[str, Any] | None = None
+    evidence: Any = None  # any JSON: the TaskManager's allowlist keeps what it may (SPEC 4.5)
     ts: StrictStr | None = Field(None, max_length=64)
 
 
@@ -99,9 +100,32 @@ class ForgetMsg(_Inbound):
         return self
 
 
+class ConsentRequestMsg(_Inbound):
+    """SPEC §5.6 (`P/consent/request`, from the local UI). The admin commands `consent.grant`
+    and `consent.revoke` read their args through this model too: one set of rules."""
+
+    request_id: StrictStr = Field(min_length=1, max_length=128)
+    action: Literal["grant", "revoke"]
+    scope: StrictStr = Field(max_length=80, pattern=SCOPE_PATTERN)
+    ttl_s: StrictInt | StrictFloat | None = Field(None, gt=0, le=MAX_TTL_S, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _ttl_only_for_grant(self) -> ConsentRequestMsg:
+        if self.action == "revoke" and self.ttl_s is not None:
+            raise ValueError("ttl_s goes only with action grant")
+        return self
+
+
 class AdminRequestMsg(_Inbound):
     request_id: StrictStr = Field(min_length=1, max_length=128)
-    command: Literal["memory.forget", "memory.revoke", "sync.replay", "workflow.cancel"]
+    command: Literal[
+        "memory.forget",
+        "memory.revoke",
+        "sync.replay",
+        "workflow.cancel",
+        "consent.grant",
+        "consent.revoke",
+    ]
     args: dict[str, Any] = {}
 
 
@@ -134,6 +158,7 @@ class Topics:
         self.admin_response = self._t("admin/response")
         self.forget_result = self._t("memory/forget/result")
         self.pui_result = self._t("pui/result")
+        self.consent_result = self._t("consent/result")
 
     def _t(self, suffix: str) -> str:
         return f"{self.root}/{suffix}"

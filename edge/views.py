@@ -16,14 +16,18 @@ import sqlite_utils
 from a2a_common.clock import SystemClock, iso, parse_iso
 from a2a_common.jsonx import canonical
 from a2a_common.sqlite import open_readonly, schema_version
+from cache import listing
 from cache.memory import SYNC_REFUSED, Memory
 from cache.store import CacheStore
+from edge import statelock
 from edge.config import Settings
 from edge.inbox import InboxDeadLetters
 from edge.outbound import DurableOutbox
 from edge.schema import MIGRATIONS
 from sync.outbox import SyncOutbox
 from taskmanager.store import WorkflowStore
+
+HEARTBEAT_STALE_S = 15.0  # the runtime beats every 5 s
 
 
 @contextmanager
@@ -56,11 +60,12 @@ def status(settings: Settings) -> dict[str, Any]:
             p.stat().st_size
             for p in settings.state_db_path.parent.glob(settings.state_db_path.name + "*")
         )
-        running = age is not None and age < 15
+        running, health = _service_state(settings, age, beat)
         return {
             "service": "running" if running else "not running",
-            "health": beat.get("health", "ok") if running else "-",
+            "health": health,
             "problems": beat.get("problems", []) if running else [],
+            "last_seen": beat.get("ts"),  # the heartbeat's time: what follows is as of then
             "heartbeat_age_s": age,
             "broker": beat.get("broker", "unknown"),
             "cloud": beat.get("cloud", "unknown"),
@@ -88,6 +93,29 @@ def status(settings: Settings) -> dict[str, Any]:
             "inbox_dead_letters": InboxDeadLetters(db=db, clock=SystemClock(), keep=0).count(),
             "sync": {"cursor": position.cursor, "version": position.version},
         }
+
+
+def _service_state(settings: Settings, age: float | None, beat: dict[str, Any]) -> tuple[bool, str]:
+    """Running means a `run` holds the state dir's lock (the kernel drops it when the process
+    ends, so a stopped or killed service is never shown as running from a fresh heartbeat);
+    its health is the heartbeat's, `unknown` while that is older than three beats (a service
+    that is starting, or whose loop is stuck)."""
+    holder = statelock.held_by(settings.state_db_path.parent)
+    if holder is None or holder.role != statelock.SERVICE:
+        return False, "-"
+    if age is None or age >= HEARTBEAT_STALE_S:
+        return True, "unknown"
+    return True, str(beat.get("health", "ok"))
+
+
+def pairs(settings: Settings, limit: int, session_id: str | None = None) -> list[dict[str, Any]]:
+    with readonly_db(settings) as db:
+        return listing.pairs(db, limit, session_id)
+
+
+def sessions(settings: Settings, limit: int) -> list[dict[str, Any]]:
+    with readonly_db(settings) as db:
+        return listing.sessions(db, limit)
 
 
 def inbox_dead(settings: Settings, limit: int = 100) -> list[dict[str, Any]]:

@@ -19,6 +19,8 @@ from edge.app_turns import TurnInputs
 from edge.checkpointer import Checkpointer, restart_at
 from edge.commits import Commits
 from edge.config import Secrets, Settings
+from edge.consent import ConsentRegister
+from edge.consent_ops import ConsentOps
 from edge.inbox import InboxDeadLetters, InboxDedupe
 from edge.memory_ops import MemoryOps
 from edge.metrics import Metrics
@@ -100,13 +102,28 @@ def build_app(
     wal = checkpointer(settings, live=live)  # its gate and its files' check hold each commit
     commits = Commits(db, on_commit=outbox.flush, gate=wal.gate.writing, guard=wal.intact)
     topics = Topics(settings.mqtt.topic_prefix, settings.device_id)
-    memory = Memory(db=db, clock=clock, policy=memory_policy(settings))
+    register = ConsentRegister(
+        db=db,
+        clock=clock,
+        categories=settings.privacy.consented_categories,
+        capabilities=settings.privacy.consented_capabilities,
+    )
+    memory = Memory(
+        db=db, clock=clock, policy=memory_policy(settings), consents=register.categories
+    )
     cloud = cloud_client(settings, secrets, transport)
     sync_outbox = SyncOutbox(db=db, clock=clock)
     publisher = TaskPublisher(topics=topics, outbox=outbox)
     catalog = load_catalog(settings.taskmanager.catalog_file)
     ask_s = settings.taskmanager.ask_timeout_s
-    tm = TaskManager(db=db, clock=clock, catalog=catalog, publisher=publisher, ask_timeout_s=ask_s)
+    tm = TaskManager(
+        db=db,
+        clock=clock,
+        catalog=catalog,
+        publisher=publisher,
+        ask_timeout_s=ask_s,
+        held_capabilities=register.capabilities,
+    )
     reports = Reports(
         cloud=cloud,
         clock=clock,
@@ -141,6 +158,7 @@ def build_app(
         memory_ops=MemoryOps(memory=memory, sync_outbox=sync_outbox, clock=clock),
         checkpointer=wal,
         reports=reports,
+        consent=ConsentOps(register=register, sync_outbox=sync_outbox, tm=tm),
     )
 
 

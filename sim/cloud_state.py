@@ -32,6 +32,7 @@ class CloudState:
     turn_script: list[dict[str, Any]] = field(default_factory=list)
     decision_script: list[dict[str, Any] | None] = field(default_factory=list)
     suggestions: dict[str, str] = field(default_factory=dict)  # device -> room to propose
+    consent_asks: dict[str, str] = field(default_factory=dict)  # device -> scope it asked for
     planned: dict[str, dict[str, Any]] = field(default_factory=dict)  # workflow_id -> request
     normalized: list[dict[str, Any]] = field(default_factory=list)  # planner memory contexts
     counter: int = 0

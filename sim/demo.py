@@ -3,16 +3,19 @@ agents and the runtime in a temporary state dir — playing a scripted conversat
 
 1. a two-step room workflow with live progress; 2. a follow-up that uses memory; 3. a PUI
 cancel; 4. the cloud going down (offline answers, the stop intent, the outbox growing);
-5. the cloud coming back (replay); 6. the day 1–6 preference promotion on a simulated clock.
+5. the cloud coming back (replay); 6. the day 1–6 preference promotion on a simulated clock;
+7. a vital measurement: the planner asks for consent, the simulated UI grants it on the robot
+(`P/consent/request` -> `P/consent/result`), then the vital app runs.
 
 It prints a timeline (Korean and English; coloured on a terminal), then a summary table, exits 0
 and leaves nothing running. `--json` prints the events as JSON lines instead; `--keep` keeps
-the state dir for `a2a-edge memory show` / `workflows trace` afterwards.
+the state dir for `a2a-edge memory show` / `workflows trace` afterwards; `--verbose` shows the
+runtime's log as it is written, between the timeline's lines (sim/demo_view.py).
 """
 
 from __future__ import annotations
 
-import json
+import logging
 import shutil
 import sys
 import tempfile
@@ -24,6 +27,7 @@ from typing import Any
 
 from sim.broker import Mosquitto
 from sim.cloud import SimCloud
+from sim.demo_view import LogTail, Timeline, print_summary
 from sim.devices import DeviceAgents
 from sim.embedded import embedded_broker
 from sim.probe import MqttProbe
@@ -33,47 +37,16 @@ from sim.world import World
 DEVICE = "robot-001"
 ROOT = f"a2a/{DEVICE}"
 DAY_S = 86400
-COLORS = {
-    "scene": "1;36",
-    "user": "1;33",
-    "robot": "1;32",
-    "step": "0;37",
-    "info": "0;35",
-    "warn": "1;31",
-}
-
-
-class Timeline:
-    def __init__(self, *, as_json: bool, out: Any = None) -> None:
-        self.as_json = as_json
-        self.out = out or sys.stdout
-        self.color = not as_json and hasattr(self.out, "isatty") and self.out.isatty()
-        self.t0 = time.monotonic()
-        self.events: list[dict[str, Any]] = []
-
-    def line(self, kind: str, ko: str, en: str = "", **data: Any) -> None:
-        event = {
-            "t": round(time.monotonic() - self.t0, 2),
-            "kind": kind,
-            "ko": ko,
-            "en": en,
-            **data,
-        }
-        self.events.append(event)
-        if self.as_json:
-            print(json.dumps(event, ensure_ascii=False), file=self.out, flush=True)
-            return
-        text = f"{ko}" + (f"  · {en}" if en else "")
-        text = f"\n== {text}" if kind == "scene" else f"{event['t']:6.1f}s  {text}"
-        if self.color:
-            text = f"\033[{COLORS.get(kind, '0')}m{text}\033[0m"
-        print(text, file=self.out, flush=True)
+WALK_SCALE = 0.5  # scene 4's walk at half its real time: long enough to be stopped
 
 
 class Demo:
-    def __init__(self, work: Path, timeline: Timeline, broker: str = "auto") -> None:
+    def __init__(
+        self, work: Path, timeline: Timeline, broker: str = "auto", verbose: bool = False
+    ) -> None:
         self.work = work
         self.broker = broker
+        self.verbose = verbose
         self.say = timeline.line
         self.timeline = timeline
         self.turns: list[dict[str, Any]] = []
@@ -107,11 +80,18 @@ class Demo:
             self.config, self.work, env={"A2A_CLOCK_OFFSET_FILE": str(self.offset_file)}
         )
         stack.callback(self.runtime.close)
+        if self.verbose:
+            stack.callback(LogTail(self.runtime.log_path, self.timeline).start().close)
         self.devices = DeviceAgents(port, ROOT, world=World(time_scale=0.05), protocol=protocol)
         stack.callback(self.devices.close)
         self.probe = MqttProbe(
             port,
-            [f"{ROOT}/turn/response", f"{ROOT}/workflow/event", f"{ROOT}/runtime/status"],
+            [
+                f"{ROOT}/turn/response",
+                f"{ROOT}/workflow/event",
+                f"{ROOT}/runtime/status",
+                f"{ROOT}/consent/result",
+            ],
             protocol=protocol,
             root=ROOT,
         )
@@ -190,6 +170,7 @@ class Demo:
         self._rooms_and_pui()
         self._cloud_away_and_back()
         self._promotion()
+        self._vital_with_consent()
 
     def _rooms_and_pui(self) -> None:
         self.say("scene", "1. 두 단계 방 워크플로", "a two-step room workflow")
@@ -215,8 +196,14 @@ class Demo:
 
     def _cloud_away_and_back(self) -> None:
         self.say("scene", "4. 클라우드 끊김", "the cloud goes down")
-        self.devices.world.time_scale = 1.0  # a long walk, so there is something to stop
+        self.devices.world.time_scale = WALK_SCALE  # a long walk, so there is something to stop
         wf = self.turn("현관으로 이동해")["workflow_ids"][0]
+        self.follow(lambda e: e.get("workflow_id") == wf and e.get("status") == "RUNNING")
+        self.say(
+            "wait",
+            "   (로봇이 현관으로 걸어가는 중: 첫 진행 보고까지 몇 초 걸려요)",
+            "the robot walks to the hall; its first progress report takes a few seconds",
+        )
         self.follow(lambda e: e.get("workflow_id") == wf and e.get("status") == "PROGRESS")
         self.cloud.set_faults(drop=True)
         self.turn("오늘 날씨 어때?")
@@ -258,6 +245,37 @@ class Demo:
             f"   확정된 선호: preferred_room = {room}",
             f"confirmed profile item: preferred_room = {room}",
         )
+
+    def _vital_with_consent(self) -> None:
+        self.say(
+            "scene", "7. 바이탈 측정: 로봇에서 동의", "a vital measurement: consent at the robot"
+        )
+        asked = self.turn("혈압 좀 재줘")
+        if asked["workflow_ids"]:
+            raise RuntimeError("the vital app was planned before the user consented")
+        self.say(
+            "info", "   [UI] 화면에서 '동의'를 눌렀어요", "the user taps 'agree' on the screen"
+        )
+        result = self.grant("capability:vital_app", ttl_s=600)
+        held = ", ".join(g["scope"] for g in result["grants"])
+        self.say(
+            "info", f"   동의 기록됨: {held}", f"consent register holds: {held}", result=result
+        )
+        wf = self.turn("응, 동의했어")["workflow_ids"][0]
+        self.follow(self.ended(wf))
+
+    def grant(self, scope: str, ttl_s: float) -> dict[str, Any]:
+        """What the robot's local UI does when the user agrees (SPEC §5.6)."""
+        self._n += 1
+        request_id = f"demo-consent-{self._n:02d}"
+        body = {"request_id": request_id, "action": "grant", "scope": scope, "ttl_s": ttl_s}
+        self.probe.publish(f"{ROOT}/consent/request", body)
+        result: dict[str, Any] = self.probe.wait_for(
+            f"{ROOT}/consent/result", lambda b: b.get("request_id") == request_id
+        )
+        if not result.get("ok"):
+            raise RuntimeError(f"the consent grant was refused: {result.get('error')}")
+        return result
 
     def preferred_room(self) -> str | None:
         from edge.config import load_settings
@@ -312,27 +330,26 @@ def _broker(work: Path, choice: str) -> Iterator[tuple[int, str, str]]:
         mosquitto.stop()
 
 
-def _print_summary(summary: dict[str, Any], timeline: Timeline) -> None:
-    if timeline.as_json:
-        print(json.dumps({"kind": "summary", **summary}, ensure_ascii=False), flush=True)
-        return
-    rows = [
-        ("turns / 대화", summary["turns"]),
-        ("workflows / 워크플로", summary["workflows"]),
-        ("writes synced / 동기화된 쓰기", summary["writes_synced"]),
-        ("sync pending / 대기", summary["sync_pending"]),
-        ("snapshot bytes / 스냅샷 크기", summary["snapshot_bytes"]),
-        ("preferred_room / 선호 방", summary["preferred_room"]),
-    ]
-    print("\n" + "-" * 64)
-    for name, value in rows:
-        shown = (
-            ", ".join(f"{k} {v}" for k, v in value.items())
-            if isinstance(value, dict)
-            else str(value)
-        )
-        print(f"{name:<32}{shown}")
-    print("-" * 64)
+def invocation() -> str:
+    """How the user started this CLI, for the hints it prints: `.venv/bin/a2a-edge` when that
+    is what ran (it is not on PATH after ./bootstrap.sh), else `a2a-edge`."""
+    name = Path(sys.argv[0])
+    if name.name == "a2a-edge" and shutil.which("a2a-edge") != str(name.absolute()):
+        return str(name)
+    return "a2a-edge"
+
+
+def _device_logs(verbose: bool) -> None:
+    """The device agents' warnings (a callback refused after a cancel, as expected) go with
+    the runtime's log: shown with `--verbose`, else not printed over the timeline."""
+    agents = logging.getLogger("a2a_agent")
+    if verbose:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("        devices │ %(message)s"))
+        agents.addHandler(handler)
+    else:
+        agents.addHandler(logging.NullHandler())
+    agents.propagate = False
 
 
 def run_demo(
@@ -340,7 +357,8 @@ def run_demo(
 ) -> int:
     work = Path(tempfile.mkdtemp(prefix="a2a-demo-"))
     timeline = Timeline(as_json=as_json)
-    demo = Demo(work, timeline, broker)
+    demo = Demo(work, timeline, broker, verbose=verbose)
+    _device_logs(verbose)
     code = 0
     try:
         with ExitStack() as stack:
@@ -348,21 +366,21 @@ def run_demo(
             demo.play()
             summary = demo.summary()
             code = 0 if demo.runtime.terminate() == 0 else 1
-        _print_summary(summary, timeline)
+        print_summary(summary, timeline)
     except (RuntimeError, TimeoutError, OSError) as exc:
         print(f"demo failed: {exc}", file=sys.stderr)
         log = work / "runtime.log"
-        if log.exists():
+        if log.exists() and not verbose:
             sys.stderr.write(log.read_text(encoding="utf-8", errors="replace")[-3000:])
         code = 1
     finally:
         if keep:
+            cli = invocation()
             print(
-                f"state kept in {work}; try: a2a-edge memory show --config {work}/config.toml",
+                f"state kept in {work}; try: {cli} memory show --config {work}/config.toml"
+                f" (or {cli} workflows list, memory pairs, status)",
                 file=sys.stderr if as_json else sys.stdout,
             )
         else:
             shutil.rmtree(work, ignore_errors=True)
-    if verbose and (work / "runtime.log").exists():
-        sys.stderr.write((work / "runtime.log").read_text(encoding="utf-8", errors="replace"))
     return code

@@ -51,9 +51,13 @@ def default_evidence(command: dict[str, Any]) -> dict[str, Any]:
         "mobility.return_to_dock": {"docked": True},
         "air_purifier.start": {"purifier_mode": args.get("mode", "auto")},
         "air_purifier.stop": {"purifier_mode": "off"},
+        "air_purifier.set_mode": {"purifier_mode": args.get("mode", "auto")},
+        "display.show_content": {"content_shown": True},
+        "speaker.say": {"spoken": True},
         "vital_app.start_session": {"vital_interaction_ended": "completed"},
+        "content.play_guidance": {"guidance_played": True},
     }
-    return known.get(op, {"done": True})
+    return known.get(op, {})  # the catalog's terminal evidence of each op; none for others
 
 
 FINALS = {

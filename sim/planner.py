@@ -21,9 +21,18 @@ def plan_turn(state: CloudState, body: dict[str, Any]) -> dict[str, Any]:
     with state.lock:
         state.normalized.append(memory)
         suggestion = state.suggestions.get(device)
+        asked = state.consent_asks.pop(device, None)  # an ask is answered by the next turn
     planned = route(
-        text, context or {}, memory, experience_id=state.next_id("exp"), suggestion=suggestion
+        text,
+        context or {},
+        memory,
+        experience_id=state.next_id("exp"),
+        suggestion=suggestion,
+        consent_asked=asked,
     )
+    if planned.asks_consent:
+        with state.lock:
+            state.consent_asks[device] = planned.asks_consent
     workflows: list[dict[str, Any]] = []
     if planned.steps:
         workflow_id = state.next_id("wf")

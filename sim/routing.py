@@ -1,11 +1,12 @@
 """Rule-based Korean routing of the reference planner (what `a2a-edge sim cloud` plans).
 
 Rules, in order: stop/negation of purification; a plan for later (no action now); a habit
-statement (no action, a memory candidate); dock; vital measurement (consent carried by the
-explicit request); rest guidance (content + wait under an experience contract); purification
-(move first when the room is not the current one; a follow-up like "거기 다시" takes the room from
-memory); a move; otherwise chit-chat (`DEF`). The planner only plans: the runtime validates and
-executes exactly these steps.
+statement (no action, a memory candidate); dock; vital measurement (the planner cannot grant
+consent, SPEC 5.6: it asks in its reply and plans the session only when the user agrees to its
+question — the person at the robot grants on the device's UI); rest guidance (content + wait
+under an experience contract); purification (move first when the room is not the current one;
+a follow-up like "거기 다시" takes the room from memory); a move; otherwise chit-chat (`DEF`).
+The planner only plans: the runtime validates and executes exactly these steps.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ VITAL_WORDS = ("혈압", "심박", "맥박", "체온", "바이탈", "혈당")
 MEASURE_WORDS = ("재", "측정", "확인")
 FOLLOW_UP_WORDS = ("거기", "아까", "다시", "또", "한 번 더", "한번 더")
 ACCEPT_WORDS = ("응", "좋아", "그래", "네", "부탁해")
+CONSENT_WORDS = (*ACCEPT_WORDS, "동의")
+CONSENT_QUESTION = "바이탈 측정에 동의하시겠어요? 화면에서 동의를 눌러 주시면 측정 앱을 시작할게요."
+VITAL_SCOPE = "capability:vital_app"
 
 EXPERIENCE_CONTRACT = "a2a-experience-policy-v1"
 
@@ -38,6 +42,7 @@ class Planned:
     plan_id: str = ""
     experience: dict[str, Any] | None = None
     candidates: list[dict[str, Any]] = field(default_factory=list)
+    asks_consent: str | None = None  # the scope the reply asks the user to grant
 
 
 def _room(text: str) -> str | None:
@@ -166,9 +171,7 @@ def _rest(text: str, experience_id: str) -> Planned:
     )
 
 
-def _one_step(
-    reply: str, plan_id: str, step_id: str, op: str, args: dict[str, Any], consent: bool = False
-) -> Planned:
+def _one_step(reply: str, plan_id: str, step_id: str, op: str, args: dict[str, Any]) -> Planned:
     """A one-step ODL plan; `op` is `capability.operation`."""
     capability_id, _, operation_id = op.partition(".")
     step: dict[str, Any] = {
@@ -178,8 +181,6 @@ def _one_step(
         "args": args,
         "depends_on": [],
     }
-    if consent:
-        step["consent"] = True
     return Planned("ODL", reply, [step], plan_id)
 
 
@@ -205,9 +206,11 @@ def route(
     *,
     experience_id: str = "exp-1",
     suggestion: str | None = None,
+    consent_asked: str | None = None,
 ) -> Planned:
     """Plan one utterance. `memory` is the normalized snapshot; `suggestion` a room the cloud
-    proposed last turn (an acceptance confirms it)."""
+    proposed last turn (an acceptance confirms it); `consent_asked` the scope the cloud asked
+    consent for last turn (an acceptance starts what needed it)."""
     memory = memory or {}
     current = device_context.get("current_room")
     current = current if isinstance(current, str) else None
@@ -222,9 +225,11 @@ def route(
     if _has(text, DOCK_WORDS):
         return _one_step("충전하러 갈게요.", "dock", "step_dock", "mobility.return_to_dock", {})
     if _has(text, VITAL_WORDS) and _has(text, MEASURE_WORDS):
+        return Planned("DEF", CONSENT_QUESTION, asks_consent=VITAL_SCOPE)
+    if consent_asked == VITAL_SCOPE and _has(text, CONSENT_WORDS):
         text_ = "측정 앱을 시작할게요. 안내에 따라 주세요."
         args = {"kind": "blood_pressure"}
-        return _one_step(text_, "vital_check", "step_vital", "vital_app.start_session", args, True)
+        return _one_step(text_, "vital_check", "step_vital", "vital_app.start_session", args)
     if _has(text, REST_WORDS):
         return _rest(text, experience_id)
     accepted = suggestion is not None and _has(text, ACCEPT_WORDS) and (room in (None, suggestion))

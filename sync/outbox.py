@@ -100,6 +100,23 @@ class SyncOutbox:
             [(error, w) for w in write_ids],
         )
 
+    def drop_reports(self, workflow_ids: list[str]) -> int:
+        """Unsent (and dead-lettered) `task_terminal` reports of these workflows (forget --all
+        removed them); returns how many."""
+        dropped = 0
+        for start in range(0, len(workflow_ids), 500):
+            chunk = workflow_ids[start : start + 500]
+            marks = ",".join("?" * len(chunk))
+            for table in ("sync_outbox", "sync_dead"):
+                dropped += int(
+                    self._db.execute(
+                        f"DELETE FROM {table} WHERE kind = 'task_terminal'"
+                        f" AND json_extract(payload, '$.workflow_id') IN ({marks})",
+                        chunk,
+                    ).rowcount
+                )
+        return dropped
+
     def drop_memory(
         self,
         *,

@@ -1,16 +1,26 @@
 """The capability catalog (SPEC §4.1): what this robot can do, shipped as `catalog.json` and
-replaceable by a file named in config. Validated when loaded; a bad catalog stops the start."""
+replaceable by a file named in config. Validated when loaded; a bad catalog stops the start.
+
+An operation's `terminal_evidence` is its evidence allowlist (SPEC §4.5): a list whose entries are
+a key (`"arrived_room"`: any bounded scalar value) or `{"key": …, "values": […]}` (only these
+values; `vital_app.start_session` has `vital_interaction_ended` ∈ {completed, cancelled})."""
 
 from __future__ import annotations
 
 import json
+import math
+import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from taskmanager.errors import CatalogError
+
+EVIDENCE_KEY = r"^[A-Za-z0-9_.\-]{1,64}$"
+Scalar = str | bool | int | float
 
 
 class _OperationModel(BaseModel):
@@ -20,7 +30,23 @@ class _OperationModel(BaseModel):
     resource: str | None = Field(None, min_length=1, max_length=32)
     cancelable: bool = True
     requires_consent: bool = False
-    terminal_evidence: list[str] = []
+    terminal_evidence: list[Any] = Field([], max_length=32)
+
+    @field_validator("terminal_evidence")
+    @classmethod
+    def _allowlist(cls, entries: list[Any]) -> list[Any]:
+        keys = [_entry(i, e).key for i, e in enumerate(entries)]
+        if len(set(keys)) != len(keys):
+            raise ValueError("evidence keys must be unique")
+        return entries
+
+
+@dataclass(frozen=True)
+class EvidenceKey:
+    """One allowed evidence key; `values` None: any bounded scalar."""
+
+    key: str
+    values: tuple[Scalar, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -32,7 +58,45 @@ class Operation:
     resource: str | None
     cancelable: bool
     requires_consent: bool
-    terminal_evidence: tuple[str, ...]
+    evidence: tuple[EvidenceKey, ...] = ()
+
+    @property
+    def terminal_evidence(self) -> tuple[str, ...]:
+        """The allowed keys."""
+        return tuple(e.key for e in self.evidence)
+
+    def evidence_key(self, key: str) -> EvidenceKey | None:
+        for entry in self.evidence:
+            if entry.key == key:
+                return entry
+        return None
+
+
+def _scalar(value: object) -> bool:
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return isinstance(value, str | int) and (not isinstance(value, str) or len(value) <= 256)
+
+
+def _entry(index: int, entry: object) -> EvidenceKey:
+    """A key, or `{"key", "values"}`; a ValueError that says which entry and why."""
+    if isinstance(entry, dict):
+        if set(entry) - {"key", "values"} or "key" not in entry:
+            raise ValueError(f"entry {index}: an object has `key` and optional `values` only")
+        key, values = entry["key"], entry.get("values")
+        if values is not None and not (
+            isinstance(values, list) and values and all(_scalar(v) for v in values)
+        ):
+            raise ValueError(f"entry {index}: `values` is a non-empty list of scalars")
+    else:
+        key, values = entry, None
+    if not isinstance(key, str) or not re.fullmatch(EVIDENCE_KEY, key):
+        raise ValueError(f"entry {index}: a key is a string matching {EVIDENCE_KEY}")
+    return EvidenceKey(key, None if values is None else tuple(values))
+
+
+def _evidence(entries: list[Any]) -> tuple[EvidenceKey, ...]:
+    return tuple(_entry(i, e) for i, e in enumerate(entries))
 
 
 class Catalog:
@@ -71,7 +135,7 @@ def parse_catalog(data: object, source: str) -> Catalog:
                 model.resource,
                 model.cancelable,
                 model.requires_consent,
-                tuple(model.terminal_evidence),
+                _evidence(model.terminal_evidence),
             )
     return Catalog(ops)
 

@@ -38,6 +38,7 @@ from taskmanager.events import (
     Tick,
     Trace,
 )
+from taskmanager.evidence import dropped_detail
 from taskmanager.model import (
     ACTIVE_STEP,
     FAILURE_STEP,
@@ -138,6 +139,10 @@ def _on_callback(board: Board, cb: Callback, ctx: Ctx) -> None:
     assert step is not None
     step.last_seq = cb.seq
     step.ack_deadline = None
+    if cb.dropped:  # by key, never a value (SPEC 4.5)
+        ctx.trace(
+            wf, "evidence_dropped", step_id=step_id, seq=cb.seq, dropped=dropped_detail(cb.dropped)
+        )
     if cb.progress is not None:
         step.progress = cb.progress
     if cb.status in ("RUNNING", "PROGRESS"):

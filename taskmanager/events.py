@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from taskmanager.evidence import Dropped
 from taskmanager.model import Step, Workflow
 
 # --- events ---------------------------------------------------------------------------------
@@ -22,8 +23,9 @@ class Callback:
     status: str
     progress: float | None = None
     reason: str | None = None
-    evidence: dict[str, Any] | None = None
+    evidence: Any = None  # as the agent sent it; `TaskManager.callback` screens it (evidence.py)
     ask_timeout_s: float = 300.0  # how long a NEEDS_USER_INPUT waits for the user
+    dropped: tuple[Dropped, ...] = ()  # what the screen took out of the agent's evidence
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ outer transaction failed calls `reload()`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Protocol
@@ -23,6 +23,7 @@ from a2a_common.clock import Clock, iso
 from taskmanager.board import Board, next_deadline
 from taskmanager.catalog import Catalog
 from taskmanager.core import decide
+from taskmanager.droplog import DropWarnings
 from taskmanager.events import (
     Callback,
     Cancel,
@@ -38,7 +39,9 @@ from taskmanager.events import (
     Tick,
     Trace,
 )
+from taskmanager.evidence import screen_evidence
 from taskmanager.model import Workflow
+from taskmanager.redact import without_words
 from taskmanager.store import WorkflowStore
 from taskmanager.validate import Rejected, validate_replan, validate_task, validate_workflow
 
@@ -58,6 +61,7 @@ class TurnRef:
     turn_id: str
     pair_id: str
     session_id: str
+    text: str = ""  # the utterance: kept out of the trace's copy of the request, never stored
 
 
 @dataclass
@@ -88,14 +92,19 @@ class TaskManager:
         catalog: Catalog,
         publisher: Publisher,
         ask_timeout_s: float = 300.0,
+        held_capabilities: Callable[[], frozenset[str]] | None = None,
     ) -> None:
         self._db = db
+        # the capabilities a consent grant covers now (the device's register, SPEC §5.6):
+        # read at validation time, never taken from a request
+        self._held = held_capabilities or frozenset
         self._clock = clock
         self._catalog = catalog
         self._out = publisher
         self._ask_timeout_s = ask_timeout_s
         self.store = WorkflowStore(db=db)
         self.board = Board()
+        self._warned = DropWarnings()
 
     def reload(self) -> int:
         self.board = self.store.load_active()
@@ -166,8 +175,9 @@ class TaskManager:
             wf_id = checked.workflow_id
             if wf_id and not self.store.exists(wf_id):  # a rejected id stays free (SPEC 4.3)
                 with self._db.atomic():
+                    kept = without_words(raw, turn.text) if turn else raw
                     self.store.save_rejected(
-                        wf_id, checked.reason, raw, source, turn.turn_id if turn else None, now
+                        wf_id, checked.reason, kept, source, turn.turn_id if turn else None, now
                     )
                     self._out.publish(
                         Emit(
@@ -185,7 +195,7 @@ class TaskManager:
                         )
                     )
                     self.store.trace(
-                        wf_id, now, 1, "rejected", {"reason": checked.reason, "request": raw}
+                        wf_id, now, 1, "rejected", {"reason": checked.reason, "request": kept}
                     )
             log.warning("workflow %s rejected: %s", wf_id, checked.reason)
             return Result(rejected=[(wf_id, checked.reason)])
@@ -203,17 +213,19 @@ class TaskManager:
                 now,
                 0,
                 "request",
-                {"source": source, "turn_id": checked.turn_id, "request": raw},
+                {
+                    "source": source,
+                    "turn_id": checked.turn_id,
+                    "request": without_words(raw, turn.text) if turn else raw,
+                },
             )
             result = self._apply(Submit(checked))
         result.accepted.append(checked.workflow_id)
         return result
 
-    def submit(
-        self, raw: Any, *, source: str, turn: TurnRef | None = None, consents: Iterable[str] = ()
-    ) -> Result:
+    def submit(self, raw: Any, *, source: str, turn: TurnRef | None = None) -> Result:
         checked = validate_workflow(
-            raw, self._catalog, now=self._clock.now(), source=source, consents=consents
+            raw, self._catalog, now=self._clock.now(), source=source, held=self._held()
         )
         return self._accept(checked, raw, source, turn)
 
@@ -223,15 +235,30 @@ class TaskManager:
         *,
         fallback_id: str,
         turn: TurnRef | None = None,
-        consents: Iterable[str] = (),
     ) -> Result:
         checked = validate_task(
-            raw, self._catalog, now=self._clock.now(), fallback_id=fallback_id, consents=consents
+            raw, self._catalog, now=self._clock.now(), fallback_id=fallback_id, held=self._held()
         )
         return self._accept(checked, raw, "task", turn)
 
     def callback(self, cb: Callback) -> Result:
-        return self._apply(replace(cb, ask_timeout_s=self._ask_timeout_s))
+        """The agent's evidence goes through the operation's allowlist first (SPEC 4.5): what
+        is dropped never reaches the core, the store, an event, the trace or a report."""
+        workflow_id, _, step_id = cb.task_id.rpartition(":")
+        wf = self.board.workflows.get(workflow_id)
+        step = wf.step(step_id) if wf else None
+        operation = self._catalog.get(step.capability_id, step.operation_id) if step else None
+        screened = screen_evidence(operation, cb.evidence)
+        if screened.dropped and operation is not None:
+            self._warned.warn(cb.task_id, operation, screened.dropped)
+        return self._apply(
+            replace(
+                cb,
+                evidence=screened.kept,
+                dropped=screened.dropped,
+                ask_timeout_s=self._ask_timeout_s,
+            )
+        )
 
     def verdict(self, task_id: str, seq: int) -> str:
         """What a callback is before it is applied: `apply` (its task runs), `duplicate` (a
@@ -247,8 +274,35 @@ class TaskManager:
             return "unknown"
         return "duplicate" if seq <= last else "terminal"
 
+    def forget_all(self, drop_reports: Callable[[list[str]], int]) -> dict[str, int]:
+        """`forget --all`, inside the caller's unit of work (the caller truncates the WAL after
+        the commit): ended workflows with their traces, the traces of the active ones, and —
+        through `drop_reports(workflow_ids)` — their undelivered reports. Active workflows keep
+        running: a forget must not leave a moving body without its workflow; their docs hold
+        the turn's ids (never its words) and allowlisted evidence only."""
+        with self._db.atomic():
+            ended, traces = self.store.forget_all()
+            reports = drop_reports(ended)
+        counts = {"workflows": len(ended), "workflow_traces": traces, "reports": reports}
+        log.info("forget all: %s", counts)
+        return counts
+
     def cancel(self, workflow_id: str | None, reason: str) -> Result:
         return self._apply(Cancel(workflow_id, reason))
+
+    def needing(self, capability_id: str) -> list[str]:
+        """Active workflows with a step not yet ended whose operation needs a consent grant for
+        this capability: what a revoke (or an expiry) of it cancels (SPEC §5.6)."""
+        found = []
+        for workflow_id, wf in self.board.workflows.items():
+            for step in wf.steps:
+                spec = self._catalog.get(step.capability_id, step.operation_id)
+                if step.terminal or spec is None or step.capability_id != capability_id:
+                    continue
+                if spec.requires_consent:
+                    found.append(workflow_id)
+                    break
+        return sorted(found)
 
     def tick(self) -> Result:
         return self._apply(Tick())
@@ -263,7 +317,7 @@ class TaskManager:
             kind = None
         steps = None
         if kind == "replan":
-            checked = validate_replan(decision.get("steps"), wf, self._catalog)
+            checked = validate_replan(decision.get("steps"), wf, self._catalog, self._held())
             if isinstance(checked, str):
                 log.warning("replan for %s refused: %s", workflow_id, checked)
                 with self._db.atomic():

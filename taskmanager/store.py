@@ -136,6 +136,25 @@ class WorkflowStore:
             self._db.execute(f"DELETE FROM workflows WHERE workflow_id IN ({marks})", ids)
         return len(ids)
 
+    def forget_all(self) -> tuple[list[str], int]:
+        """`forget --all` (SPEC 5.5), inside the caller's transaction: every ended workflow
+        with its trace, and the trace so far of the active ones (they keep running). Returns
+        the ended ids removed and how many trace rows went."""
+        ids = [
+            r[0]
+            for r in self._db.execute(
+                "SELECT workflow_id FROM workflows WHERE status IN"
+                f" ({','.join('?' * len(TERMINAL_WORKFLOW))})",
+                sorted(TERMINAL_WORKFLOW),
+            ).fetchall()
+        ]
+        traces = int(self._db.execute("DELETE FROM workflow_trace").rowcount)
+        self._db.execute(
+            f"DELETE FROM workflows WHERE status IN ({','.join('?' * len(TERMINAL_WORKFLOW))})",
+            sorted(TERMINAL_WORKFLOW),
+        )
+        return ids, traces
+
     def accepted(self, workflow_id: str) -> bool:
         """The workflow was accepted once (it may have ended since); a rejected one was not."""
         row = self._db.execute("SELECT status FROM workflows WHERE workflow_id = ?", [workflow_id])

@@ -23,6 +23,7 @@ MAX_ARGS_BYTES = 8192
 MAX_TIMEOUT_S = 3600.0
 MAX_WAIT_S = 86400.0
 EXPERIENCE_CONTRACT = "a2a-experience-policy-v1"
+CONSENT_REQUIRED = "consent_required"  # the rejection reason (SPEC §4.2), a machine word
 
 
 class _StepWire(BaseModel):
@@ -36,7 +37,6 @@ class _StepWire(BaseModel):
     timeout_s: StrictFloat | StrictInt | None = Field(None, allow_inf_nan=False)  # no "10"
     ack_timeout_s: StrictFloat | StrictInt | None = Field(None, allow_inf_nan=False)  # no "10"
     wait_s: StrictFloat | StrictInt | None = Field(None, allow_inf_nan=False)  # no "10"
-    consent: bool = False
 
 
 class _WorkflowWire(BaseModel):
@@ -45,7 +45,6 @@ class _WorkflowWire(BaseModel):
     plan_id: str = ""
     steps: list[_StepWire] = Field(min_length=1)
     experience: dict[str, Any] | None = None
-    consents: list[str] = []
 
 
 class _TaskWire(BaseModel):
@@ -55,7 +54,6 @@ class _TaskWire(BaseModel):
     operation_id: str
     args: dict[str, Any] = {}
     timeout_s: StrictFloat | StrictInt | None = Field(None, allow_inf_nan=False)  # no "10"
-    consent: bool = False
 
 
 @dataclass(frozen=True)
@@ -70,13 +68,13 @@ def _first(exc: ValidationError) -> str:
     return f"{where}: {err['msg']}"
 
 
-def _task_step(raw: _StepWire, catalog: Catalog, consents: frozenset[str]) -> Step | str:
+def _task_step(raw: _StepWire, catalog: Catalog, held: frozenset[str]) -> Step | str:
     cap, op = raw.capability_id or "", raw.operation_id or ""
     spec = catalog.get(cap, op)
     if spec is None:
         return f"step {raw.step_id}: unknown capability/operation {cap}.{op}"
-    if spec.requires_consent and not (raw.consent or f"{cap}.{op}" in consents or cap in consents):
-        return f"step {raw.step_id}: {cap}.{op} requires consent the request did not carry"
+    if spec.requires_consent and cap not in held:  # SPEC 5.6: a flag in the request grants nothing
+        return CONSENT_REQUIRED
     if len(canonical(raw.args)) > MAX_ARGS_BYTES:
         return f"step {raw.step_id}: args larger than {MAX_ARGS_BYTES} bytes"
     timeout = raw.timeout_s if raw.timeout_s is not None else spec.timeout_s
@@ -111,9 +109,10 @@ def _wait_step(raw: _StepWire) -> Step | str:
 
 
 def build_steps(
-    raws: Iterable[_StepWire], catalog: Catalog, consents: frozenset[str], known: Iterable[str] = ()
+    raws: Iterable[_StepWire], catalog: Catalog, held: frozenset[str], known: Iterable[str] = ()
 ) -> list[Step] | str:
-    """Steps in order; each may depend only on `known` ids and on steps before it."""
+    """Steps in order; each may depend only on `known` ids and on steps before it. `held`: the
+    capabilities a consent grant covers now (the register's, SPEC §5.6)."""
     seen = set(known)
     steps: list[Step] = []
     for raw in raws:
@@ -122,7 +121,7 @@ def build_steps(
         missing = [d for d in raw.depends_on if d not in seen]
         if missing:
             return f"step {raw.step_id}: depends_on {missing[0]} which is not an earlier step"
-        step = _wait_step(raw) if raw.kind == "wait" else _task_step(raw, catalog, consents)
+        step = _wait_step(raw) if raw.kind == "wait" else _task_step(raw, catalog, held)
         if isinstance(step, str):
             return step
         steps.append(step)
@@ -160,7 +159,7 @@ def _experience(exp: dict[str, Any], steps: list[Step]) -> tuple[dict[str, Any] 
 
 
 def validate_workflow(
-    raw: object, catalog: Catalog, *, now: datetime, source: str, consents: Iterable[str] = ()
+    raw: object, catalog: Catalog, *, now: datetime, source: str, held: Iterable[str] = ()
 ) -> Workflow | Rejected:
     if not isinstance(raw, dict):
         return Rejected("a workflow request must be a JSON object")
@@ -171,7 +170,7 @@ def validate_workflow(
         wire = _WorkflowWire.model_validate(raw)
     except ValidationError as exc:
         return Rejected(_first(exc), workflow_id)
-    steps = build_steps(wire.steps, catalog, frozenset([*wire.consents, *consents]))
+    steps = build_steps(wire.steps, catalog, frozenset(held))
     if isinstance(steps, str):
         return Rejected(steps, wire.workflow_id)
     wf = Workflow(
@@ -195,7 +194,7 @@ def validate_workflow(
 
 
 def validate_task(
-    raw: object, catalog: Catalog, *, now: datetime, fallback_id: str, consents: Iterable[str] = ()
+    raw: object, catalog: Catalog, *, now: datetime, fallback_id: str, held: Iterable[str] = ()
 ) -> Workflow | Rejected:
     """A device task request runs as a one-step workflow named after its task_id."""
     if not isinstance(raw, dict):
@@ -204,12 +203,11 @@ def validate_task(
         wire = _TaskWire.model_validate(raw)
     except ValidationError as exc:
         return Rejected(_first(exc))
-    step = {
+    step: dict[str, Any] = {
         "step_id": "task",
         "capability_id": wire.capability_id,
         "operation_id": wire.operation_id,
         "args": wire.args,
-        "consent": wire.consent,
     }
     if wire.timeout_s is not None:
         step["timeout_s"] = wire.timeout_s
@@ -218,11 +216,13 @@ def validate_task(
         catalog,
         now=now,
         source="task",
-        consents=consents,
+        held=held,
     )
 
 
-def validate_replan(raw_steps: object, wf: Workflow, catalog: Catalog) -> list[Step] | str:
+def validate_replan(
+    raw_steps: object, wf: Workflow, catalog: Catalog, held: Iterable[str] = ()
+) -> list[Step] | str:
     """Steps of a `replan` decision: validated like a new workflow, after the existing ones."""
     if not isinstance(raw_steps, list) or not raw_steps:
         return "replan carries no steps"
@@ -230,5 +230,4 @@ def validate_replan(raw_steps: object, wf: Workflow, catalog: Catalog) -> list[S
         wires = [_StepWire.model_validate(s) for s in raw_steps]
     except ValidationError as exc:
         return _first(exc)
-    consents = frozenset((wf.experience or {}).get("consents") or [])
-    return build_steps(wires, catalog, consents, known=[s.step_id for s in wf.steps])
+    return build_steps(wires, catalog, frozenset(held), known=[s.step_id for s in wf.steps])

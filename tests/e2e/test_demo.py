@@ -2,11 +2,38 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+import re
 import subprocess
 import sys
+import unicodedata
+from pathlib import Path
+from typing import Any
 
 import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def cells(text: str) -> int:
+    """Terminal cells: East-Asian wide and full-width characters take two."""
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+def readme_excerpt() -> list[tuple[float, str]]:
+    """(seconds, text) of each timed line of the README's demo excerpt."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    block = readme.split("An excerpt of", 1)[1].split("```", 2)[1]
+    return [
+        (float(m[1]), m[2])
+        for line in block.splitlines()
+        if (m := re.match(r"^\s+(\d+\.\d)s  (.*)$", line))
+    ]
+
+
+def shown(event: dict[str, Any]) -> str:
+    return event["ko"] + (f"  · {event['en']}" if event["en"] else "")
 
 
 @pytest.mark.parametrize("broker", ["mosquitto", "embedded"])
@@ -20,11 +47,12 @@ def test_demo_plays_every_scene_and_sums_up(broker: str) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     scenes = [e["en"] for e in events if e["kind"] == "scene"]
-    assert len(scenes) == 6 and scenes[0] == "a two-step room workflow"
+    assert len(scenes) == 7 and scenes[0] == "a two-step room workflow"
+    assert scenes[6] == "a vital measurement: consent at the robot"
     summary = events[-1]
     assert summary["kind"] == "summary"
-    assert summary["turns"] == {"ok": 10, "offline": 2}
-    assert summary["workflows"] == {"completed": 6, "cancelled": 2}
+    assert summary["turns"] == {"ok": 12, "offline": 2}
+    assert summary["workflows"] == {"completed": 7, "cancelled": 2}
     assert summary["writes_synced"] >= 15 and summary["sync_pending"] == 0
     assert 0 < summary["snapshot_bytes"] <= 4096
     assert summary["preferred_room"] == "안방"
@@ -32,11 +60,30 @@ def test_demo_plays_every_scene_and_sums_up(broker: str) -> None:
     assert (replies[4]["status"], replies[4]["route_family"]) == ("offline", "")
     assert (replies[5]["status"], replies[5]["route_family"]) == ("offline", "LOCAL")
     assert replies[10]["assistant_text"].endswith("안방 청정을 시작할까요?")
+    assert "callback refused" not in done.stderr  # the device agents' log is for --verbose
+
+    timed = events[:-1]
+    for before, after in itertools.pairwise(timed):  # no silent pause
+        gap = after["t"] - before["t"]
+        assert gap < 2.5 or before["kind"] == "wait", (before, after)
+    if broker == "mosquitto":  # the README's excerpt is what a run shows
+        at = {shown(e): e["t"] for e in timed}
+        for t, text in readme_excerpt():
+            assert text in at, text
+            assert abs(at[text] - t) <= 1.5 + 0.3 * t, (text, t, at[text])
+    asked, agreed = replies[12], replies[13]
+    assert "동의하시겠어요" in asked["assistant_text"] and asked["workflow_ids"] == []
+    assert agreed["status"] == "ok" and len(agreed["workflow_ids"]) == 1
+    granted = next(e for e in events if "result" in e)["result"]
+    assert granted["ok"] and granted["grants"][0]["scope"] == "capability:vital_app"
 
 
-def test_demo_text_timeline_is_readable() -> None:
+def test_demo_text_timeline_is_readable_and_verbose_shows_the_runtime_log() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "edge", "demo"], capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "edge", "demo", "--verbose"],
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout
@@ -45,6 +92,30 @@ def test_demo_text_timeline_is_readable() -> None:
         "사용자 ▶ 안방으로 가서 청정해줘",
         "[PUI] 취소 버튼을 눌렀어요",
         "로봇   ◀ 알겠어요, 멈출게요.",
-        "preferred_room / 선호 방           안방",
+        "(로봇이 현관으로 걸어가는 중",
     ):
         assert line in out
+    log = [line for line in out.splitlines() if "runtime │ " in line]
+    assert any("INFO edge.runtime: started: device robot-001" in line for line in log), log
+    assert any("turn demo-01 answered" in line for line in log), log
+    first_log = out.index("turn demo-01 answered")
+    assert out.index("사용자 ▶ 안방으로 가서 청정해줘") < first_log < out.index("== 2.")
+
+    box = out[out.index("summary / 요약") :].splitlines()[1:]
+    box = [line for line in box if line.strip()]
+    assert len(box) == 8, box  # top, six rows, bottom
+    assert len({cells(line) for line in box}) == 1, [cells(line) for line in box]
+    assert re.search(r"│ preferred_room / 선호 방\s+│ 안방\s+│", out)
+    assert "\x1b[" not in out  # not a terminal: no colour
+
+
+def test_bootstrap_and_the_readme_agree_on_where_a2a_edge_is() -> None:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    bootstrap = (REPO / "bootstrap.sh").read_text(encoding="utf-8")
+    demo = readme[: readme.index("Who talks to whom")]
+    after = demo[demo.index("./bootstrap.sh` installs") :]
+    commands = re.findall(r"^(\S*a2a-edge) ", after.split("```sh", 1)[1], re.MULTILINE)
+    assert commands and set(commands) == {".venv/bin/a2a-edge"}, commands
+    assert "'.venv/bin/a2a-edge --help', or 'source .venv/bin/activate' first" in bootstrap
+    assert "`source .venv/bin/activate`" in after
+    assert (Path(sys.executable).parent / "a2a-edge").exists()  # where bootstrap puts it

@@ -108,17 +108,17 @@ def test_cli_forget_and_revoke_with_and_without_the_service(
     config = str(runtime.config)
     probe.turn("t-1", "안녕")
 
-    def cli(*args: str) -> Any:
+    def cli(*args: str, code: int = 0) -> Any:
         done = subprocess.run(
             [sys.executable, "-m", "edge", "memory", *args, "--json", "--config", config],
             capture_output=True,
             text=True,
             timeout=60,
         )
-        assert done.returncode == 0, done.stderr
+        assert done.returncode == code, done.stderr
         return json.loads(done.stdout)
 
-    online = cli("forget", "--session", "nope")
+    online = cli("forget", "--session", "nope", code=1)  # nothing matched
     assert online == {
         "request_id": online["request_id"],
         "ok": True,
@@ -127,7 +127,7 @@ def test_cli_forget_and_revoke_with_and_without_the_service(
         },
     }
     assert runtime.terminate() == 0
-    offline = cli("forget", "--all")
+    offline = cli("forget", "--all", "--yes")
     assert offline["ok"] and offline["result"]["removed"]["pairs"] == 1
-    revoked = cli("revoke", "--key", "preferred_room")
+    revoked = cli("revoke", "--key", "preferred_room", code=1)  # nothing matched
     assert revoked == {"ok": True, "result": {"revoked": [], "profile_items": 0, "outbox": 0}}

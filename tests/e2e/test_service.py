@@ -111,7 +111,7 @@ def test_status_shows_service_health(runtime_factory: RuntimeFactory) -> None:
         )
         return json.loads(done.stdout)  # type: ignore[no-any-return]
 
-    shown = eventually(lambda: (s := status())["service"] == "running" and s, 15)
+    shown = eventually(lambda: (s := status())["health"] == "ok" and s, 15)
     assert shown["broker"] == "connected" and shown["cloud"] == "reachable"
     assert shown["active_workflows"] == 0 and shown["db_bytes"] > 0
     assert shown["heartbeat_age_s"] < 15

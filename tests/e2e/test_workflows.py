@@ -195,7 +195,7 @@ def test_pushed_workflow_and_rejection(
         "steps": [{"step_id": "v", "capability_id": "vital_app", "operation_id": "start_session"}],
     }
     probe.publish(f"{ROOT}/workflow/request", consent)
-    assert "requires consent" in workflow_status(probe, "wf-vital", "WORKFLOW_REJECTED")["reason"]
+    assert workflow_status(probe, "wf-vital", "WORKFLOW_REJECTED")["reason"] == "consent_required"
     pushed = {
         "workflow_id": "wf-push",
         "steps": [

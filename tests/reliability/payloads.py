@@ -15,6 +15,7 @@ INBOUND = (
     "workflow/request",
     "admin/request",
     "memory/forget",
+    "consent/request",
     "device/context",
 )
 
@@ -90,6 +91,11 @@ def wrong_fields(topic: str) -> st.SearchStrategy[bytes]:
             "request_id": st.text(min_size=1, max_size=10),
             "scope": st.just("pair"),
             "id": st.text(min_size=1, max_size=10),
+        },
+        "consent/request": {
+            "request_id": st.text(min_size=1, max_size=10),
+            "action": st.just("grant"),
+            "scope": st.just("category:health"),
         },
         "device/context": {"current_room": st.text(max_size=10), "battery": st.floats(0, 100)},
     }[topic]

@@ -112,7 +112,7 @@ def test_a_cancel_with_the_broker_down_changes_nothing_behind_the_service(
     assert done.returncode == 0, done.stderr  # through the service, its one writer
     eventually(lambda: state_rows(row)[0][0] == "cancelled")
     assert runtime.terminate() == 0
-    offline = edge_cli("memory", "forget", "--all", "--config", config)
+    offline = edge_cli("memory", "forget", "--all", "--yes", "--config", config)
     assert offline.returncode == 0, offline.stderr  # no service: the CLI takes the lock itself
 
 

@@ -24,6 +24,8 @@ TABLES = (
     "inbox_seen",
     "device_state",
     "memory_audit",
+    "consent_grants",
+    "consent_audit",
 )
 
 

@@ -34,9 +34,18 @@ def test_routing_case(case: dict[str, Any]) -> None:
         assert exp is not None
         assert exp["plan_binding"]["step_ids"] == [s["step_id"] for s in planned.steps]
         assert planned.steps[1]["wait_s"] == 600
-    if case.get("requires_consent"):
-        assert all(s.get("consent") for s in planned.steps)
+    assert planned.asks_consent == case.get("asks_consent")
     assert planned.assistant_text
+
+
+def test_vital_runs_only_after_the_user_agrees_to_the_consent_question() -> None:
+    asked = route("혈압 좀 재줘", {"current_room": "거실"})
+    assert asked.steps == [] and "동의" in asked.assistant_text
+    scope = asked.asks_consent
+    planned = route("응, 동의했어", {"current_room": "거실"}, consent_asked=scope)
+    assert [op(s) for s in planned.steps] == ["vital_app.start_session"]
+    assert "consent" not in planned.steps[0]  # a flag would grant nothing anyway (SPEC 5.6)
+    assert route("응, 동의했어", {"current_room": "거실"}).steps == []  # nothing was asked
 
 
 def test_follow_up_takes_the_room_from_memory() -> None:

@@ -177,10 +177,12 @@ def test_bad_experience_is_refused_but_the_plan_runs(tmp_path: Path) -> None:
     assert wf2.experience_id == "exp-1" and wf2.max_decisions == 1 and wf2.max_replans == 0
 
 
-def test_consent_carried_by_the_request(tmp_path: Path) -> None:
-    tm, _ = manager(tmp_path / "s.db", ManualClock(T0))
+def test_consent_in_a_request_grants_nothing_only_a_held_grant_does(tmp_path: Path) -> None:
+    tm, outbox = manager(tmp_path / "s.db", ManualClock(T0))
+    db = tm._db
     vital = {
         "workflow_id": "wf-v",
+        "consents": ["vital_app", "vital_app.start_session"],
         "steps": [
             {
                 "step_id": "v",
@@ -190,7 +192,19 @@ def test_consent_carried_by_the_request(tmp_path: Path) -> None:
             }
         ],
     }
-    assert tm.submit(vital, source="planner").accepted == ["wf-v"]
+    assert tm.submit(vital, source="planner").rejected == [("wf-v", "consent_required")]
+    task = {"capability_id": "vital_app", "operation_id": "start_session", "consent": True}
+    assert tm.submit_task(task, fallback_id="task-v").rejected == [("task-v", "consent_required")]
+    held = {"vital_app"}  # the register's seam: edge passes its held capabilities in
+    tm = TaskManager(
+        db=db,
+        clock=ManualClock(T0),
+        catalog=load_catalog(),
+        publisher=TaskPublisher(topics=Topics("a2a", "robot-t"), outbox=outbox),
+        held_capabilities=lambda: frozenset(held),
+    )
+    assert tm.submit({**vital, "workflow_id": "wf-v2"}, source="planner").accepted == ["wf-v2"]
+    assert tm.needing("vital_app") == ["wf-v2"] and tm.needing("mobility") == []
 
 
 def test_task_request_runs_as_a_one_step_workflow(tmp_path: Path) -> None:

@@ -1,0 +1,50 @@
+"""Read-only listings of pairs and sessions for `a2a-edge memory pairs|sessions` (the ids that
+`memory forget --pair|--session` take), newest first, bounded by `limit`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlite_utils
+
+PAIR_COLUMNS = (
+    "pair_id",
+    "session_id",
+    "turn_id",
+    "created_at",
+    "status",
+    "route_family",
+    "workflow_id",
+    "synced",
+    "expire_at",
+    "user_text",
+)
+
+
+def pairs(
+    db: sqlite_utils.Database, limit: int, session_id: str | None = None
+) -> list[dict[str, Any]]:
+    where, params = ("WHERE session_id = ?", [session_id]) if session_id else ("", [])
+    rows = db.execute(
+        f"SELECT {', '.join(PAIR_COLUMNS)} FROM pairs {where}"
+        " ORDER BY created_at DESC, pair_id DESC LIMIT ?",
+        [*params, limit],
+    ).fetchall()
+    out = [dict(zip(PAIR_COLUMNS, row, strict=True)) for row in rows]
+    for row in out:
+        row["synced"] = bool(row["synced"])
+    return out
+
+
+def sessions(db: sqlite_utils.Database, limit: int) -> list[dict[str, Any]]:
+    rows = db.execute(
+        "SELECT s.session_id, s.started_at, s.last_turn_at, count(p.pair_id), s.summary != ''"
+        " FROM sessions s LEFT JOIN pairs p ON p.session_id = s.session_id"
+        " GROUP BY s.session_id ORDER BY s.last_turn_at DESC, s.session_id DESC LIMIT ?",
+        [limit],
+    ).fetchall()
+    names = ("session_id", "started_at", "last_turn_at", "pairs", "has_summary")
+    out = [dict(zip(names, row, strict=True)) for row in rows]
+    for row in out:
+        row["has_summary"] = bool(row["has_summary"])
+    return out

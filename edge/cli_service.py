@@ -1,0 +1,168 @@
+"""`a2a-edge run | status | config check | db backup`: the service and its files.
+
+`run`'s import graph stays lean: nothing here imports `rich` (edge/cli_out.py does, lazily,
+when a command prints)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import faulthandler
+import json
+import os
+from collections.abc import Coroutine, Mapping
+from pathlib import Path
+from typing import Any
+
+from a2a_common.clock import Clock, OffsetClock, SteadyClock, SystemClock
+from edge import statelock
+from edge.cli_kit import (
+    EXIT_NOT_RUNNING,
+    EXIT_OK,
+    Subparsers,
+    command,
+    group,
+    settings_of,
+)
+from edge.config import load_secrets
+from edge.log import configure
+from edge.permissions import check_permissions
+
+
+def runtime_clock(environ: Mapping[str, str]) -> Clock:
+    """The steady clock over the system clock (or a test/demo offset clock)."""
+    base: Clock = SystemClock()
+    if environ.get("A2A_CLOCK_OFFSET_FILE"):  # demos that let days pass
+        base = OffsetClock(environ["A2A_CLOCK_OFFSET_FILE"])
+    elif environ.get("A2A_WALL_SKEW_FILE"):  # tests that make the wall clock jump
+        base = OffsetClock(environ["A2A_WALL_SKEW_FILE"], wall_only=True)
+    return SteadyClock(base)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    settings = settings_of(args)
+    secrets = load_secrets(settings)
+    configure(settings.log.level, settings.log.format)
+    faulthandler.enable()  # a fatal signal (SIGBUS from a mapped file) leaves its stack in the log
+    from edge.wiring import build_runtime
+
+    clock = runtime_clock(os.environ)
+    with statelock.for_service(settings.state_db_path.parent):  # held until the process ends
+        check_permissions(settings)
+        runtime = build_runtime(
+            settings, secrets, clock=clock, config_path=Path(args.config) if args.config else None
+        )
+        return run_bounded(runtime.run())
+
+
+def run_bounded(main: Coroutine[Any, Any, int], grace_s: float = 1.0) -> int:
+    """`asyncio.run`, except that tasks still alive when `main` returns get `grace_s` to end
+    after a cancel instead of being waited for without end (a task that swallowed its
+    cancellation kept a stopped service alive, SPEC §6)."""
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(main)
+    finally:
+        left = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        for task in left:
+            task.cancel()
+        if left:
+            loop.run_until_complete(asyncio.wait(left, timeout=grace_s))
+        loop.close()
+
+
+def _status_title(shown: dict[str, Any]) -> str:
+    age = shown["heartbeat_age_s"]
+    if age is None:
+        seen = "never seen"
+    elif age < 0:  # its clock is ahead of this one (a demo's simulated days, a jump)
+        seen = f"last seen at {shown['last_seen']}, {-age:g} s ahead of this clock"
+    else:
+        seen = f"last seen {age:g} s ago"
+    if shown["service"] == "running":
+        return f"a2a-edge running ({shown['health']}), {seen}"
+    then = "; broker, cloud and loop values are from then" if age is not None else ""
+    return f"a2a-edge not running, {seen}{then}"
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from edge import cli_out, views
+
+    shown = views.status(settings_of(args))
+    if args.json:
+        cli_out.emit_json(shown)
+    else:
+        cli_out.fields(shown, title=_status_title(shown))
+    return EXIT_OK if shown["service"] == "running" else EXIT_NOT_RUNNING
+
+
+def cmd_config_check(args: argparse.Namespace) -> int:
+    """Every check `run` makes of its config before it opens anything: the file and the
+    variables, the secret files, the catalog. A problem is one line and exit 2 (edge/cli.py)."""
+    from edge import cli_out
+    from edge.config_view import effective
+    from taskmanager.catalog import load_catalog
+
+    settings = settings_of(args)
+    load_catalog(settings.taskmanager.catalog_file)
+    shown = effective(settings, Path(args.config) if args.config else None)
+    if args.json:
+        cli_out.emit_json(shown)
+        return EXIT_OK
+    rows = [
+        (row["key"], row["source"], json.dumps(row["value"], ensure_ascii=False))
+        for row in shown["settings"]
+    ]
+    cli_out.table(("key", "source", "value"), rows, title=f"config ok: {shown['file'] or '-'}")
+    for key, what in shown["secrets"].items():
+        print(f"{key}: {what}")
+    return EXIT_OK
+
+
+def cmd_db_backup(args: argparse.Namespace) -> int:
+    from a2a_common.backup import backup_file
+    from edge import cli_out
+    from edge.schema import MIGRATIONS
+
+    settings = settings_of(args)
+    dest = Path(args.file).absolute()
+    size = backup_file(settings.state_db_path, dest, len(MIGRATIONS))
+    if args.json:
+        cli_out.emit_json({"file": str(dest), "bytes": size})
+    else:
+        print(f"{dest} {size} bytes")
+    return EXIT_OK
+
+
+def register(sub: Subparsers) -> None:
+    command(
+        sub,
+        "run",
+        "run the service in the foreground (what the systemd unit starts)",
+        cmd_run,
+        json=False,
+    )
+    command(
+        sub,
+        "status",
+        "is the service running, its health and what the state DB holds (read-only)",
+        cmd_status,
+        description="Service health from its last heartbeat (labelled `last seen N s ago`) and"
+        " the state DB's counts, read-only: safe while the service runs.\n"
+        "Exit 0 when the service runs, 3 when it does not (as `systemctl status`).",
+    )
+    config = group(sub, "config", "the configuration")
+    command(
+        config,
+        "check",
+        "validate the config and print the effective values, secrets redacted",
+        cmd_config_check,
+        description="Load the config as `run` would (the file, then the A2A_EDGE_* variables),"
+        " read the secret files and the catalog, and print every key with its value and where"
+        " it came from. Exit 0 when valid, 2 with one line naming the key when not.",
+    )
+    db = group(sub, "db", "the state DB file")
+    backup = command(
+        db, "backup", "a consistent copy of the state DB, safe while it runs", cmd_db_backup
+    )
+    backup.add_argument("file", help="where the copy goes (created 0600, replaced atomically)")

@@ -1,0 +1,100 @@
+"""The evidence allowlist (SPEC §2.2, §4.5): what of a callback's `evidence` the runtime keeps.
+
+`screen_evidence(operation, raw)` is the one gate, applied on the callback path before anything
+is stored, evented, traced or reported: keys outside the operation's `terminal_evidence` are
+dropped; values must be bounded scalars (a string of at most 256 characters, a finite number, a
+bool), and one of the listed values where the catalog restricts them. Evidence that is not an
+object is dropped as a whole; the callback's status still applies (an agent's extra key must not
+cost the robot a transition). What was dropped is named by key only — never a value — and only
+keys on the allowlist are written down by name: an off-list key is the agent's own string, it
+may itself carry data (`systolic_142`), so the trace counts it and the log names it once.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from taskmanager.catalog import EvidenceKey, Operation
+
+MAX_TEXT = 256
+
+NOT_AN_OBJECT = "not_an_object"
+NOT_ALLOWED = "not_allowed"
+NOT_SCALAR = "not_scalar"
+TOO_LONG = "too_long"
+NOT_FINITE = "not_finite"
+VALUE_NOT_ALLOWED = "value_not_allowed"
+
+
+@dataclass(frozen=True)
+class Dropped:
+    key: str | None  # None: the evidence as a whole (it was not an object)
+    why: str
+    listed: bool = False  # the key is on the allowlist: a catalog name, safe to write down
+
+
+@dataclass(frozen=True)
+class Screened:
+    kept: dict[str, Any] | None  # None when nothing is left
+    dropped: tuple[Dropped, ...] = ()
+
+
+def _value_fault(value: object) -> str | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return None
+    if isinstance(value, float):
+        return None if math.isfinite(value) else NOT_FINITE
+    if isinstance(value, str):
+        return None if len(value) <= MAX_TEXT else TOO_LONG
+    return NOT_SCALAR
+
+
+def _same(a: object, b: object) -> bool:
+    """Equal as JSON values: `true` is not `1`, `"1"` is not `1`."""
+    return (
+        isinstance(a, bool) == isinstance(b, bool)
+        and isinstance(a, str) == isinstance(b, str)
+        and a == b
+    )
+
+
+def _fault(entry: EvidenceKey, value: object) -> str | None:
+    fault = _value_fault(value)
+    listed = entry.values is None or any(_same(value, v) for v in entry.values)
+    return fault if fault is not None or listed else VALUE_NOT_ALLOWED
+
+
+def screen_evidence(operation: Operation | None, raw: object) -> Screened:
+    """The evidence to keep of `raw` under `operation`'s allowlist (None: an empty list), and
+    what was dropped and why."""
+    if raw is None:
+        return Screened(None)
+    if not isinstance(raw, dict):
+        return Screened(None, (Dropped(None, NOT_AN_OBJECT),))
+    kept: dict[str, Any] = {}
+    dropped: list[Dropped] = []
+    for key, value in raw.items():
+        entry = operation.evidence_key(key) if operation is not None else None
+        if entry is None:
+            dropped.append(Dropped(str(key), NOT_ALLOWED))
+            continue
+        fault = _fault(entry, value)
+        if fault is None:
+            kept[key] = value
+        else:
+            dropped.append(Dropped(key, fault, listed=True))
+    return Screened(kept or None, tuple(dropped))
+
+
+def dropped_detail(dropped: tuple[Dropped, ...]) -> dict[str, Any]:
+    """What a trace row says of dropped evidence: how many, why, and the listed keys by name."""
+    return {
+        "count": len(dropped),
+        "why": dict(sorted(Counter(d.why for d in dropped).items())),
+        "keys": sorted({d.key for d in dropped if d.listed and d.key is not None}),
+    }
