@@ -64,6 +64,28 @@ def scrape(port: int) -> dict[str, float]:
     return samples
 
 
+def quantile(samples: dict[str, float], name: str, q: float, labels: str = "") -> float:
+    """`histogram_quantile(q, …)` of a histogram in `scrape()`'s samples, as Prometheus
+    computes it (linear within the bucket); `labels` e.g. `phase="cloud",`."""
+    head = f'{name}_bucket{{{labels}le="'
+    buckets = sorted(
+        (float(key[len(head) :].split('"', 1)[0]), count)
+        for key, count in samples.items()
+        if key.startswith(head)
+    )
+    total = buckets[-1][1] if buckets else 0.0
+    if not total:
+        return 0.0
+    rank, lower, below = q * total, 0.0, 0.0
+    for bound, count in buckets:
+        if count >= rank:
+            if bound == float("inf"):
+                return lower
+            return lower + (bound - lower) * (rank - below) / max(count - below, 1e-12)
+        lower, below = bound, count
+    return lower
+
+
 def instant_agents(port: int, root: str, *operations: str) -> DeviceAgents:
     """Device agents answering each `capability.operation` at once (RUNNING, COMPLETED)."""
     return DeviceAgents(port, root, behaviors={op: Behavior("instant") for op in operations})

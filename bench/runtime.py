@@ -15,7 +15,15 @@ import time
 from pathlib import Path
 
 from a2a_common.sqlite import open_state_db
-from bench.benchlib import instant_agents, pct, proc_stat, runtime_stack, scrape, stop_all
+from bench.benchlib import (
+    instant_agents,
+    pct,
+    proc_stat,
+    quantile,
+    runtime_stack,
+    scrape,
+    stop_all,
+)
 from bench.snapshot import fill
 from edge.schema import MIGRATIONS
 from sim.broker import free_port
@@ -40,7 +48,7 @@ def turns(probe: MqttProbe, count: int, gap_s: float = 0.0, tag: str = "b") -> l
 def report(title: str, took: list[float], metrics: dict[str, float]) -> None:
     device = "a2a_turn_device_seconds"
     count = metrics[f"{device}_count"]
-    p50, p99 = (metrics[device + f'{{quantile="{q}"}}'] * 1000 for q in ("0.5", "0.99"))
+    p50, p99 = (quantile(metrics, device, q) * 1000 for q in (0.5, 0.99))
     print(f"  {title}")
     print(
         f"    round trip at the probe   p50 {pct(took, 0.5):6.2f} ms  p99 {pct(took, 0.99):6.2f} ms"
@@ -52,7 +60,7 @@ def report(title: str, took: list[float], metrics: dict[str, float]) -> None:
     phase = "a2a_turn_phase_seconds"
     for name in (*PHASES, "cloud"):
         mean = metrics[f'{phase}_sum{{phase="{name}"}}'] / count * 1000
-        p99 = metrics[f'{phase}{{phase="{name}",quantile="0.99"}}'] * 1000
+        p99 = quantile(metrics, phase, 0.99, f'phase="{name}",') * 1000
         note = "  (HTTP to the sim cloud and its planning)" if name == "cloud" else ""
         print(f"      {name:<10} mean {mean:6.3f} ms  p99 {p99:6.3f} ms{note}")
 

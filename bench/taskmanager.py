@@ -25,7 +25,7 @@ from typing import Any
 
 import paho.mqtt.client as paho
 
-from bench.benchlib import instant_agents, pct, runtime_stack, scrape, stop_all
+from bench.benchlib import instant_agents, pct, quantile, runtime_stack, scrape, stop_all
 from sim.broker import free_port
 from sim.devices import DeviceAgents
 from sim.mqttc import start_client
@@ -183,7 +183,7 @@ def main() -> None:
 
     def own(metrics: dict[str, float]) -> None:
         name = "a2a_callback_device_seconds"
-        p50, p99 = (metrics[name + f'{{quantile="{q}"}}'] * 1000 for q in ("0.5", "0.99"))
+        p50, p99 = (quantile(metrics, name, q) * 1000 for q in (0.5, 0.99))
         print(
             f"  {'on the device (arrival -> next command out)':<44} p50 {p50:6.2f} ms  "
             f"p99 {p99:6.2f} ms"

@@ -25,6 +25,7 @@ from edge.app_turns import TurnInputs, fingerprint
 from edge.checkpointer import Checkpointer
 from edge.consent_ops import ConsentOps
 from edge.inbox import InboxDeadLetters
+from edge.log import fields
 from edge.memory_ops import MemoryOps
 from edge.outbound import Wire
 from edge.publisher import TaskPublisher
@@ -129,7 +130,7 @@ class DeviceApp:
         with self.unit():
             self.dead_letters.add(topic, payload, error)
         refusal = Refusal("internal_error", "the runtime could not apply it")
-        self.refuse(topic, refusal, payload=payload)
+        self.refuse(topic, refusal, payload=payload, logged=True)  # the intake's ERROR said it
 
     def refuse(
         self,
@@ -138,12 +139,26 @@ class DeviceApp:
         *,
         payload: bytes | None = None,
         ref: dict[str, Any] | None = None,
+        logged: bool = False,
     ) -> None:
         """SPEC §2: a refusal on `P/runtime/error` (QoS 0: it reports, it changes nothing),
         with `ref`, the ids the refused payload carried (SPEC §2.4)."""
-        log.warning("refused message on %s: %s (%s)", topic, refusal.error, refusal.detail)
         if ref is None and payload is not None:
             ref = ref_of(payload, self.settings.mqtt.max_payload_bytes)
+        self.metrics.inc(
+            "a2a_refusals_total",
+            "inbound messages refused on P/runtime/error, by topic (under P/) and error",
+            topic=self.topics.kind_of(topic) or "other",
+            error=refusal.error,
+        )
+        log.log(
+            logging.DEBUG if logged else logging.WARNING,
+            "refused message on %s: %s (%s)",
+            topic,
+            refusal.error,
+            refusal.detail,
+            extra=fields(topic=topic, error=refusal.error, **(ref or {})),
+        )
         body: dict[str, Any] = {
             "topic": topic,
             "error": refusal.error,
@@ -236,13 +251,17 @@ class DeviceApp:
             answer = {"event_id": msg.event_id, "status": status, "workflow_ids": ended}
             self.outbox.enqueue(self.topics.pui_result, answer)
             self.dedupe.answered(key, answer)
-        log.info("PUI cancel %s: %s %s", msg.event_id, status, ended)
+        log.info(
+            "PUI cancel %s: %s %s",
+            msg.event_id,
+            status,
+            " ".join(ended) or "(none)",
+            extra=fields(event_id=msg.event_id, status=status, workflow_ids=ended),
+        )
 
     def take_workflow(self, msg: WorkflowRequestMsg, arrival: Arrival) -> None:
         with self.unit() as result:
             result.merge(self.tm.submit(msg.model_dump(mode="json"), source="push"))
-        for workflow_id, reason in result.rejected:
-            log.warning("pushed workflow %s rejected: %s", workflow_id, reason)
         if any(ignored.reason == "duplicate" for ignored in result.ignored):
             refusal = Refusal("duplicate_workflow_id", f"{msg.workflow_id} was accepted before")
             self.refuse(arrival.topic, refusal, ref={"workflow_id": msg.workflow_id})

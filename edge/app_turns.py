@@ -26,6 +26,7 @@ from cloud_client.models import TurnResponse
 from edge import timings
 from edge.config import Settings
 from edge.inbox import InboxDedupe
+from edge.log import fields
 from edge.metrics import Metrics
 from edge.offline import match_intent
 from edge.outbound import DurableOutbox
@@ -104,7 +105,9 @@ class TurnInputs:
         expires = arrival.expires_at
         stale = self._stale(msg.spoken_at, arrival.received_at, expires)
         if stale is not None:
-            log.warning("turn %s refused: stale (%s)", msg.turn_id, stale)
+            log.warning(
+                "turn %s refused: stale (%s)", msg.turn_id, stale, extra=fields(turn_id=msg.turn_id)
+            )
             self.reject(msg.turn_id, Refusal("stale", stale))
             return
         with self.unit():
@@ -112,7 +115,12 @@ class TurnInputs:
                 turn_id=msg.turn_id, requested_session=msg.session_id, text=msg.recognized_text
             )
             self.dedupe.mark(key, arrival.topic, words)
-        log.info("turn %s recorded in %s", msg.turn_id, session_id)
+        log.info(
+            "turn %s recorded in %s",
+            msg.turn_id,
+            session_id,
+            extra=fields(turn_id=msg.turn_id, session_id=session_id, pair_id=pair_id),
+        )
         context = {**self.device_context, **(msg.device_context or {})}
         watch.lap("record")
         turn = Received(
@@ -240,10 +248,10 @@ class TurnInputs:
         the pair, the memory update and the workflows it asks for in one unit of work, with
         the `P/turn/response` they cause. Returns the response's status."""
         if isinstance(answer, CloudUnavailable):
-            log.warning("turn %s: cloud unavailable: %s", turn.turn_id, answer)
+            log.warning("turn %s: cloud unavailable: %s", turn.turn_id, answer, extra=_ids(turn))
             return self._answer_offline(turn, f"cloud_unavailable: {answer}")
         if isinstance(answer, CloudError):  # rejected or not the contract
-            log.warning("turn %s: cloud answer refused: %s", turn.turn_id, answer)
+            log.warning("turn %s: cloud answer refused: %s", turn.turn_id, answer, extra=_ids(turn))
             self.close_unanswered(turn.turn_id, turn.pair_id, "error", f"cloud_error: {answer}")
             return "error"
         ref = TurnRef(turn.turn_id, turn.pair_id, turn.session_id, turn.text)
@@ -279,7 +287,8 @@ class TurnInputs:
             turn.turn_id,
             answer.route_family,
             status,
-            result.accepted,
+            " ".join(result.accepted) or "(none)",
+            extra=_ids(turn, route_family=answer.route_family, workflow_ids=result.accepted),
         )
         return status
 
@@ -316,7 +325,8 @@ class TurnInputs:
                 turn.turn_id,
                 intent.name,
                 len(result.finished),
-                result.accepted,
+                " ".join(result.accepted) or "(none)",
+                extra=_ids(turn, intent=intent.name, workflow_ids=result.accepted),
             )
         return "offline"
 
@@ -333,3 +343,8 @@ class TurnInputs:
             self.outbox.enqueue(self.topics.turn_response, body)
         self.dedupe.answered(f"turn:{turn_id}", body)  # a later repeat gets it again
         self.after_commit(partial(self._repeats.pop, turn_id, None))
+
+
+def _ids(turn: Received, **more: Any) -> dict[str, Any]:
+    """The log fields of a turn's line (edge/log.py)."""
+    return fields(turn_id=turn.turn_id, pair_id=turn.pair_id, session_id=turn.session_id, **more)

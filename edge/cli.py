@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 from a2a_common.backup import BackupError
 from a2a_common.sqlite import StorageError
-from edge import __version__, cli_consent, cli_dev, cli_memory, cli_service, cli_work
+from edge import __version__, cli_consent, cli_dev, cli_memory, cli_service, cli_work, reload
 from edge.cli_kit import (
     EXIT_CONFIG,
     EXIT_FAILURE,
@@ -35,6 +35,7 @@ from taskmanager.errors import CatalogError
 # each adds its commands to the top level; the order is the order of `a2a-edge --help`
 GROUPS: list[Callable[[Subparsers], None]] = [
     cli_service.register,  # run, status, config, db
+    reload.register,  # reload (the unit's ExecReload)
     cli_memory.register,  # memory
     cli_work.register,  # workflows, sync, inbox
     cli_consent.register,  # consent

@@ -14,9 +14,12 @@ explicit bounds, so that slow or hostile clients cannot take the process's descr
   once it has been quiet for QUIET_S; `a2a_metrics_rejected_total{reason}` counts each case.
 
 An `asyncio.Protocol`, not streams: no task and no reader per connection, and every bound is a
-plain check in a callback. prometheus_client was weighed and not taken: its server is a
-thread per connection with no cap, its summaries have no quantiles (ours do), and the render
-reads the state DB, which only the loop may touch.
+plain check in a callback. The metrics themselves are prometheus_client's (edge/metrics.py:
+`generate_latest()` is what `render` returns); its own servers are not used:
+`start_http_server` is a `ThreadingHTTPServer`, a thread per connection with no cap and no
+whole-request deadline (the slow-client attack of tests/reliability/test_metrics_port.py
+takes its threads and descriptors), and its render would run on that thread while the
+scrape-time values read the state DB, which only the loop may touch.
 """
 
 from __future__ import annotations
@@ -100,7 +103,7 @@ class _Bounds:
     """What every connection of one server shares: the limits, the open count, the episode."""
 
     def __init__(
-        self, settings: MetricsSettings, render: Callable[[], str], counters: Metrics
+        self, settings: MetricsSettings, render: Callable[[], str | bytes], counters: Metrics
     ) -> None:
         self.settings = settings
         self.render = render
@@ -167,7 +170,8 @@ class _Connection(asyncio.Protocol):
             self._send(b"404 Not Found", b"not found\n")
         else:
             try:
-                body = self._bounds.render().encode()
+                rendered = self._bounds.render()
+                body = rendered.encode() if isinstance(rendered, str) else rendered
             except Exception as exc:  # an answer, never a traceback per scrape
                 self._bounds.episode.note("render_failed", exc)
                 self._send(b"500 Internal Server Error", b"render failed\n")
@@ -195,7 +199,7 @@ class _Connection(asyncio.Protocol):
         self._transport.write(
             b"HTTP/1.1 "
             + status
-            + b"\r\nContent-Type: text/plain; version=0.0.4\r\n"
+            + b"\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n"
             + extra
             + b"Content-Length: "
             + str(len(body)).encode()
@@ -217,7 +221,7 @@ class _Connection(asyncio.Protocol):
 
 
 async def serve(
-    settings: MetricsSettings, render: Callable[[], str], counters: Metrics
+    settings: MetricsSettings, render: Callable[[], str | bytes], counters: Metrics
 ) -> asyncio.Server:
     """GET /metrics → `render()`; other paths 404, other methods 405; bounded as above."""
     settings = fit_to_rlimit(settings, resource.getrlimit(resource.RLIMIT_NOFILE)[0])

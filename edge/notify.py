@@ -1,4 +1,4 @@
-"""sd_notify in pure Python: READY/WATCHDOG/STATUS/STOPPING to `$NOTIFY_SOCKET`.
+"""sd_notify in pure Python: READY/RELOADING/WATCHDOG/STATUS/STOPPING to `$NOTIFY_SOCKET`.
 
 A path starting with `@` is an abstract socket (leading NUL). Without a socket it does nothing,
 so the same code runs under systemd, in tests and by hand.
@@ -52,6 +52,10 @@ class Notifier:
 
     def ready(self, status: str = "") -> bool:
         return self.send("READY=1", *([f"STATUS={status}"] if status else []))
+
+    def reloading(self, monotonic_usec: int) -> bool:
+        """sd_notify(3): a reload begins; READY=1 (`ready()`) says it is done."""
+        return self.send("RELOADING=1", f"MONOTONIC_USEC={monotonic_usec}")
 
     def watchdog(self) -> bool:
         return self.send("WATCHDOG=1")

@@ -24,13 +24,13 @@ from typing import Any
 from a2a_common import jsonx
 from a2a_common.clock import iso, parse_iso
 from a2a_common.sqlite import StorageUnavailable, schema_version
-from edge import __version__
+from edge import __version__, reload
 from edge.app import DeviceApp
 from edge.config import Settings, load_settings
 from edge.errors import ConfigError
 from edge.intake import Intake
-from edge.metrics import Labels
 from edge.metrics_server import serve as serve_metrics
+from edge.metrics_state import state_reader
 from edge.mqtt import ChannelHandlers, LastWill, MqttChannel
 from edge.notify import Notifier
 from edge.policies import privacy_policy
@@ -147,9 +147,11 @@ class Runtime:
         gc.callbacks.append(self._gc_timer)
         self._notifier.ready(self._status_line())
         if self._settings.metrics.enabled:
-            server = await serve_metrics(
-                self._settings.metrics, self._render_metrics, self._app.metrics
+            metrics = self._app.metrics
+            metrics.read_at_scrape(
+                state_reader(self._app, lambda: self._loop_lag, lambda: self._broker_up)
             )
+            server = await serve_metrics(self._settings.metrics, metrics.render, metrics)
             self._servers.append(server)
         self._intake_task = asyncio.create_task(self._intake.run())
         background = [
@@ -194,13 +196,25 @@ class Runtime:
             )
 
     def _reload(self) -> None:
-        """SIGHUP: the log level and the privacy policy from the config file, again."""
+        """SIGHUP: the log level and the privacy policy from the config file, again; systemd
+        is told it began and ended, and `a2a-edge reload` finds the mark (edge/reload.py)."""
+        handled = reload.monotonic_usec()
+        self._notifier.reloading(handled)
+        error = ""
         try:
-            fresh = load_settings(self._config_path)
-            privacy = privacy_policy(fresh)  # reads privacy.lexicon_file again
+            self._apply_reload()
         except ConfigError as exc:
+            error = str(exc)
             log.warning("reload refused, keeping the running config: %s", exc)
-            return
+        self._notifier.ready(self._status_line())  # before the mark: systemd hears it first
+        try:
+            reload.write_mark(self._settings.state_db_path.parent, handled, error)
+        except OSError as exc:
+            log.warning("reload mark not written (a2a-edge reload waits in vain): %s", exc)
+
+    def _apply_reload(self) -> None:
+        fresh = load_settings(self._config_path)
+        privacy = privacy_policy(fresh)  # reads privacy.lexicon_file again
         logging.getLogger().setLevel(fresh.log.level)
         self._app.memory.set_privacy(privacy)
         log.info(
@@ -292,37 +306,6 @@ class Runtime:
                     self._app.topics.runtime_status, self._status("online"), retain=True
                 )
 
-    def _render_metrics(self) -> str:
-        app = self._app
-        workflows: dict[Labels, float] = {
-            (("status", status),): float(n) for status, n in app.tm.store.counts_by_status().items()
-        }
-        return app.metrics.render(
-            {
-                "a2a_workflows": ("workflows in the state DB by status", workflows),
-                "a2a_mqtt_outbox_depth": (
-                    "MQTT messages owed (no PUBACK yet)",
-                    {(): float(app.outbox.pending())},
-                ),
-                "a2a_sync_outbox_depth": (
-                    "sync writes owed to the cloud",
-                    {(): float(app.sync.pending())},
-                ),
-                "a2a_sync_acked": (
-                    "sync writes the cloud acked since start",
-                    {(): float(app.replayer.acked_total)},
-                ),
-                "a2a_loop_lag_seconds": (
-                    "how late the loop's last timer fired",
-                    {(): self._loop_lag},
-                ),
-                "a2a_broker_connected": (
-                    "1 while the broker connection is up",
-                    {(): 1.0 if self._broker_up else 0.0},
-                ),
-            }
-        )
-
     async def _watchdog(self) -> None:
         """Pings only while this loop turns and the DB answers; also the heartbeat, the
         status line and the outbox warnings."""
@@ -383,7 +366,9 @@ class Runtime:
         self._app.reap()
 
     def _on_disconnected(self, reason: str) -> None:
-        if self._broker_up or reason != self._last_broker_error:
+        if self._stop.is_set():  # our own disconnect at a stop: expected, not a warning
+            log.info("broker disconnected: %s", reason)
+        elif self._broker_up or reason != self._last_broker_error:
             log.warning("broker disconnected: %s", reason)  # once per reason, not per retry
         self._last_broker_error = reason
         self._broker_up = False

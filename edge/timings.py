@@ -1,4 +1,4 @@
-"""Where the device's time goes, as Prometheus summaries: a turn by phase, and a callback from
+"""Where the device's time goes, as Prometheus histograms: a turn by phase, and a callback from
 arrival to what it caused handed to the broker."""
 
 from __future__ import annotations

@@ -144,7 +144,7 @@ def test_metrics_endpoint_when_enabled(runtime_factory: RuntimeFactory, probe: M
         "a2a_loop_lag_seconds",
         "a2a_broker_connected 1",
         "# TYPE a2a_turns_total counter",
-        "# TYPE a2a_turn_device_seconds summary",
+        "# TYPE a2a_turn_device_seconds histogram",
         "a2a_turn_device_seconds_count 1",
         'a2a_turn_phase_seconds_count{phase="cloud"} 1',
         'a2a_turn_phase_seconds_count{phase="snapshot"} 1',

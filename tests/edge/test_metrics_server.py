@@ -92,7 +92,7 @@ def test_a_request_over_the_size_cap_is_answered_431_in_full(
 
     counters = with_server(s, body)
     assert all(a.startswith(b"HTTP/1.1 431 ") for a in answers), answers
-    assert 'a2a_metrics_rejected_total{reason="too_large"} 2' in counters.render({})
+    assert 'a2a_metrics_rejected_total{reason="too_large"} 2' in counters.render().decode()
 
 
 def test_a_trickling_client_is_dropped_at_the_deadline() -> None:
@@ -149,7 +149,7 @@ def test_connections_past_the_cap_are_closed_at_once_and_logged_once(
     assert infos[0].endswith(
         ": 10 refused at the connection cap, 4 dropped at the request deadline"
     )
-    text = counters.render({})
+    text = counters.render().decode()
     assert 'a2a_metrics_rejected_total{reason="cap"} 10' in text
     assert 'a2a_metrics_rejected_total{reason="deadline"} 4' in text
 

@@ -51,3 +51,13 @@ def test_watchdog_interval_is_half_the_window_and_respects_pid() -> None:
     other = {"WATCHDOG_USEC": "4000000", "WATCHDOG_PID": "1"}
     assert Notifier(other).watchdog_interval_s is None
     assert Notifier({"WATCHDOG_USEC": "junk"}).watchdog_interval_s is None
+
+
+def test_reloading_carries_the_monotonic_time(tmp_path: Path) -> None:
+    path = str(tmp_path / "n.sock")
+    sock = _listener(path)
+    try:
+        assert Notifier({"NOTIFY_SOCKET": path}).reloading(123456)
+        assert sock.recv(1024) == b"RELOADING=1\nMONOTONIC_USEC=123456"
+    finally:
+        sock.close()

@@ -9,8 +9,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
-from edge.config import load_settings
+from edge.config import Settings, load_settings
 
 UNIT = Path(__file__).parents[2] / "systemd" / "a2a-edge.service"
 ANALYZE = shutil.which("systemd-analyze")
@@ -88,3 +89,55 @@ def test_example_config_is_valid_and_the_defaults() -> None:
     settings = load_settings(example, environ={})
     assert settings.state_dir == "/var/lib/a2a-edge"
     assert [i.name for i in settings.offline.intents] == ["stop", "dock"]
+
+
+def keys_of(model: type[BaseModel], prefix: str = "") -> list[str]:
+    """Every dotted key of the settings, sections' keys included."""
+    keys = []
+    for name, field in model.model_fields.items():
+        keys.append(prefix + name)
+        kind = field.annotation
+        if isinstance(kind, type) and issubclass(kind, BaseModel) and name != "intents":
+            keys += keys_of(kind, f"{prefix}{name}.")
+    return keys
+
+
+def example_keys(text: str) -> set[str]:
+    """The dotted keys the example file sets or names (a commented `# key = …` counts for a
+    table-valued key such as privacy.categories, whose default is empty)."""
+    found, section = set(), ""
+    for raw in text.splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if match := re.match(r"^\[\[?([a-z_.]+)\]\]?$", line):
+            section = match.group(1) + "."
+            parts = match.group(1).split(".")
+            found.update(".".join(parts[: i + 1]) for i in range(len(parts)))
+        elif match := re.match(r"^([a-z_]+)\s*=", line):
+            found.add(section + match.group(1))
+    return found
+
+
+def test_example_config_names_every_key_with_its_default() -> None:
+    example = UNIT.parent / "config.example.toml"
+    missing = set(keys_of(Settings)) - example_keys(example.read_text(encoding="utf-8"))
+    assert missing == set(), f"config.example.toml lacks {sorted(missing)}"
+    assert load_settings(example, environ={}) == Settings()  # "every key with its default"
+
+
+def test_unit_bounds_resources_and_reloads_without_procps() -> None:
+    text = UNIT.read_text()
+    for line in ("Wants=network-online.target mosquitto.service", "MemoryMax=", "TasksMax="):
+        assert line in text, line
+    assert re.search(r"^After=.*\bmosquitto\.service\b", text, re.M)
+    reload = re.search(r"^ExecReload=(.*)$", text, re.M)
+    assert reload and "/bin/kill" not in reload.group(1)  # procps is not on a minimal Debian
+    assert reload.group(1).split()[:2] == ["/opt/a2a-edge/.venv/bin/a2a-edge", "reload"]
+
+
+def test_the_readme_config_block_names_every_key_and_parses_to_the_defaults(tmp_path: Path) -> None:
+    readme = (UNIT.parents[1] / "README.md").read_text(encoding="utf-8")
+    block = readme.split("```toml\n", 1)[1].split("```", 1)[0]
+    missing = set(keys_of(Settings)) - example_keys(block)
+    assert missing == set(), f"README's config block lacks {sorted(missing)}"
+    (tmp_path / "c.toml").write_text(block, encoding="utf-8")
+    assert load_settings(tmp_path / "c.toml", environ={}) == Settings()
