@@ -86,6 +86,8 @@ class TurnInputs:
         # the latest retained P/device/context, merged into every turn (the app keeps it)
         self.device_context: dict[str, Any] = memory.state("device_context", {}) or {}
         self._turn_lock = asyncio.Lock()
+        # the latest semantic observation per kind (SPEC 4.6), set by the app
+        self.observations: Callable[[], dict[str, Any]] = dict
         self.in_flight: set[asyncio.Task[None]] = set()  # turns waiting on the cloud
         self._repeats: dict[str, int] = {}  # turn_id being answered -> arrivals since the first
 
@@ -114,6 +116,8 @@ class TurnInputs:
             self.dedupe.mark(key, arrival.topic, words)
         log.info("turn %s recorded in %s", msg.turn_id, session_id)
         context = {**self.device_context, **(msg.device_context or {})}
+        if observed := self.observations():  # the device's, not the sender's (SPEC 4.6)
+            context["observations"] = observed
         watch.lap("record")
         turn = Received(
             msg.turn_id,

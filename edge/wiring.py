@@ -39,6 +39,7 @@ from edge.work import Work
 from sync.outbox import SyncOutbox
 from sync.replay import Replayer
 from taskmanager.catalog import load_catalog
+from taskmanager.effects import load_effects
 from taskmanager.service import TaskManager
 
 
@@ -115,6 +116,7 @@ def build_app(
     sync_outbox = SyncOutbox(db=db, clock=clock)
     publisher = TaskPublisher(topics=topics, outbox=outbox)
     catalog = load_catalog(settings.taskmanager.catalog_file)
+    effects = load_effects(catalog, settings.experience.effects_file)
     ask_s = settings.taskmanager.ask_timeout_s
     tm = TaskManager(
         db=db,
@@ -123,6 +125,8 @@ def build_app(
         publisher=publisher,
         ask_timeout_s=ask_s,
         held_capabilities=register.capabilities,
+        effects=effects,
+        mode=settings.experience.mode,
     )
     reports = Reports(
         cloud=cloud,
