@@ -234,6 +234,7 @@ class TaskManager:
                 {
                     "source": source,
                     "turn_id": checked.turn_id,
+                    "pair_id": checked.pair_id,
                     "request": without_words(raw, turn.text) if turn else raw,
                 },
             )
