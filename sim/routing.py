@@ -170,7 +170,7 @@ def rest_steps(wait_s: float) -> list[dict[str, Any]]:
             "step_id": "step_guide",
             "capability_id": "content",
             "operation_id": "play_guidance",
-            "args": {"program": "rest_breathing", "minutes": max(1, round(wait_s / 60))},
+            "args": {"program": "rest_breathing", "minutes": 1},
             "depends_on": [],
         },
         {"step_id": "step_rest", "kind": "wait", "wait_s": wait_s, "depends_on": ["step_guide"]},

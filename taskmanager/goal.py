@@ -152,11 +152,19 @@ def on_observe(board: Board, ev: Observe, ctx: Ctx) -> None:
                 wf,
                 "observation",
                 observation_id=ev.observation_id,
-                kind=ev.kind,
+                observation_kind=ev.kind,
                 scope=ev.scope,
                 promoted=why is None,
                 why=why,
                 outcome=outcome,
+                decisions_used=wf.decisions_used,
+            )
+        if outcome == "decision_requested":  # as a failure's is: the supervisor decides next
+            ctx.trace(
+                wf,
+                "decision_requested",
+                status="OBSERVATION",
+                observation_kind=ev.kind,
                 decisions_used=wf.decisions_used,
             )
 

@@ -87,7 +87,8 @@ def test_a_contract_that_does_not_bind_is_refused_reported_and_the_plan_runs(
     refused = report(cloud, "wf-tele", "EXPERIENCE_REFUSED")
     assert "teleport_user" in refused["event"]["reason"] and not refused["decision_requested"]
     command(probe, "wf-tele:step_move")  # the plan runs plain
-    old_rest: list[dict[str, Any]] = [  # what the sim planned before: guidance and a wait, no quiet step
+    # what the sim planned before: guidance and a wait, no quiet step
+    old_rest: list[dict[str, Any]] = [
         {"step_id": "step_guide", "capability_id": "content", "operation_id": "play_guidance"},
         {"step_id": "step_rest", "kind": "wait", "wait_s": 30, "depends_on": ["step_guide"]},
     ]
