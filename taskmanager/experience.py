@@ -42,8 +42,7 @@ class Activation:
     max_replans: int | None = None
 
 
-class _Refused(Exception):
-    pass
+_Refused = ValueError  # a refusal's reason, raised inside `activate` only (never escapes it)
 
 
 def _strings(exp: dict[str, Any], name: str) -> list[str]:
