@@ -96,7 +96,8 @@ class Workflow:
     source: str = "planner"
     experience: dict[str, Any] | None = None
     experience_refusal: str | None = None
-    # the Experience layer (SPEC 4.5-4.7): active | shadow | refused | off, None: no contract
+    # the Experience layer (SPEC 4.5-4.7): active | shadow | refused | shadow_refused | off,
+    # None: no contract
     experience_state: str | None = None
     effect_bindings: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     subscriptions: list[dict[str, Any]] = field(default_factory=list)

@@ -142,7 +142,8 @@ def _apply_experience(
         return
     act = activate(exp, plan_id=wf.plan_id, steps=wf.steps, effects=effects or EffectCatalog({}))
     if act.contract is None:
-        wf.experience_refusal, wf.experience_state = act.refusal, "refused"
+        refused = "refused" if mode == "enforce" else "shadow_refused"  # shadow: traced only
+        wf.experience_refusal, wf.experience_state = act.refusal, refused
         return
     wf.experience, wf.experience_state = act.contract, "active" if mode == "enforce" else "shadow"
     wf.effect_bindings, wf.subscriptions = act.bindings, act.subscriptions

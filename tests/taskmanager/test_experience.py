@@ -211,6 +211,16 @@ def test_observation_table(age_s: float, room: str, why: str | None, asked: bool
     assert ((None, "OBSERVATION") in run.events()) == (why is None)
 
 
+def test_a_refusal_in_shadow_is_traced_not_reported() -> None:
+    run = Run()
+    run.submit(rest("shadow", desired_effects=["teleport_user"]))
+    activation = [t.detail for t in run.of(Trace) if t.kind == "experience_activation"]
+    assert (
+        activation[0]["result"] == "shadow_refused" and "teleport_user" in activation[0]["reason"]
+    )
+    assert not run.of(Report)
+
+
 def test_observations_ask_only_within_the_budget_and_never_in_shadow() -> None:
     run = Run()
     run.submit(rest(decision_budget={"max_decisions": 1}))
