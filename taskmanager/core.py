@@ -384,7 +384,11 @@ def _on_submit(board: Board, ev: Submit, ctx: Ctx) -> None:
             refused_events=wf.refused_events,
         )
     if wf.experience_state == "refused":  # SPEC 4.5: reported, no decision requested
-        event = {"status": "EXPERIENCE_REFUSED", "reason": wf.experience_refusal}
+        event = {
+            "status": "EXPERIENCE_REFUSED",
+            "reason": wf.experience_refusal,
+            "experience_id": wf.refused_experience_id,  # which contract (the workflow has none)
+        }
         ctx.report(wf, event, decision=False, terminal=True)
     if wf.experience is not None and wf.experience_state in ("active", "shadow"):
         ctx.trace(

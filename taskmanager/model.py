@@ -102,6 +102,7 @@ class Workflow:
     effect_bindings: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     subscriptions: list[dict[str, Any]] = field(default_factory=list)
     refused_events: list[str] = field(default_factory=list)  # named in the policy, unknown
+    refused_experience_id: str | None = None  # the refused contract's, for its report only
     criteria_asked: bool = False
     observations_seen: int = 0
     decisions_used: int = 0

@@ -144,6 +144,8 @@ def _apply_experience(
     if act.contract is None:
         refused = "refused" if mode == "enforce" else "shadow_refused"  # shadow: traced only
         wf.experience_refusal, wf.experience_state = act.refusal, refused
+        named = exp.get("experience_id") if isinstance(exp, dict) else None
+        wf.refused_experience_id = named if isinstance(named, str) and len(named) <= 128 else None
         return
     wf.experience, wf.experience_state = act.contract, "active" if mode == "enforce" else "shadow"
     wf.effect_bindings, wf.subscriptions = act.bindings, act.subscriptions

@@ -86,6 +86,7 @@ def test_a_contract_that_does_not_bind_is_refused_reported_and_the_plan_runs(
     push(probe, "wf-tele", "room_clean", ROOM_CLEAN, teleport)
     refused = report(cloud, "wf-tele", "EXPERIENCE_REFUSED")
     assert "teleport_user" in refused["event"]["reason"] and not refused["decision_requested"]
+    assert refused["event"]["experience_id"] == "exp-t" and refused["experience_id"] is None
     command(probe, "wf-tele:step_move")  # the plan runs plain
     # what the sim planned before: guidance and a wait, no quiet step
     old_rest: list[dict[str, Any]] = [
