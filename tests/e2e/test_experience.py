@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import signal
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -268,3 +269,33 @@ def test_mode_switches_through_sighup_and_status_shows_it(
     assert not reports(cloud, "wf-x", "EXPERIENCE_REFUSED")  # contracts are ignored
     modes = [d for k, d in trace(state_rows, "wf-e") if k == "experience_mode"]
     assert modes == [{"was": "active", "now": "shadow"}, {"was": "shadow", "now": "off"}]
+
+
+def test_a_bad_effect_catalog_stops_the_start_with_exit_2(
+    tmp_path: Path,
+    runtime_factory: RuntimeFactory,
+    cli: Cli,  # noqa: F811
+) -> None:
+    """The effect catalog is checked against the capability catalog before anything opens."""
+    bad = tmp_path / "effects.json"
+    bad.write_text(
+        json.dumps(
+            {
+                "quiet_environment": {
+                    "providers": [
+                        {
+                            "capability_id": "air_purifier",
+                            "operation_id": "set_mode",
+                            "evidence": {"key": "decibels"},
+                        }
+                    ]
+                }
+            }
+        ),
+        encoding="utf-8",
+    )
+    runtime = runtime_factory(experience={"effects_file": str(bad)}, wait_ready=False)
+    assert runtime.proc is not None and runtime.proc.wait(timeout=20) == 2
+    assert "experience.effects_file" in runtime.log() and "decibels" in runtime.log()
+    code, _out, err = cli("config", "check", "--config", str(runtime.config))
+    assert code == 2 and "not on its allowlist" in err, err
