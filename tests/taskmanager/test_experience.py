@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -245,3 +246,20 @@ def test_off_steps_an_active_contract_down_at_once() -> None:
     assert run.board.workflows["wf-1"].step("step_quiet").status == "COMPLETED"  # type: ignore[union-attr]
     observe(run)
     assert not [t for t in run.of(Trace) if t.kind == "observation"]
+
+
+def test_an_active_experience_survives_a_restart(tmp_path: Path) -> None:
+    """What activation bound is in the workflow's doc: a restarted TaskManager still checks."""
+    from a2a_common.clock import ManualClock
+    from taskmanager.events import Callback
+    from tests.taskmanager.test_service import manager
+
+    clock = ManualClock(T0)
+    tm, _ = manager(tmp_path / "s.db", clock)
+    raw = {"workflow_id": "wf-1", "plan_id": "wellness_reset", "steps": STEPS, "experience": GOOD}
+    assert tm.submit(raw, source="planner").accepted == ["wf-1"]
+    again, _ = manager(tmp_path / "s.db", clock)  # a new process over the same file
+    wf = again.board.workflows["wf-1"]
+    assert wf.experience_state == "active" and wf.subscriptions[0]["kind"] == "noise"
+    result = again.callback(Callback("wf-1:step_quiet", 1, "COMPLETED", evidence={}))
+    assert [r.body["event"]["reason"] for r in result.reports] == ["evidence_missing"]
