@@ -163,6 +163,8 @@ def test_success_needs_evidence_and_the_trace_reads_in_the_seeds_order(
     evidence = [e for e in shown["timeline"] if e["kind"] == "evidence"]
     assert evidence[0]["verified"] is False and evidence[0]["missing"] == ["quiet_environment"]
     assert evidence[1]["verified"] is True
+    code, text, _err = cli("workflows", "trace", "wf-r", "--config", str(runtime.config))
+    assert code == 0 and "experience exp-r [active]" in text and "criteria" in text, text
 
     plain = [{"step_id": "s", "capability_id": "speaker", "operation_id": "say"}]
     push(probe, "wf-plain", "", plain, None)
