@@ -116,7 +116,8 @@ class TurnInputs:
             self.dedupe.mark(key, arrival.topic, words)
         log.info("turn %s recorded in %s", msg.turn_id, session_id)
         context = {**self.device_context, **(msg.device_context or {})}
-        if observed := self.observations():  # the device's, not the sender's (SPEC 4.6)
+        context.pop("observations", None)  # the device's, never a sender's (SPEC 4.6)
+        if observed := self.observations():
             context["observations"] = observed
         watch.lap("record")
         turn = Received(
