@@ -29,6 +29,7 @@ drawing against the code, so it cannot go stale):
   | - LexiconError        cache.lexicon
   + TaskError             taskmanager.errors
   | - CatalogError        taskmanager.errors
+  | | · EffectsError      taskmanager.errors
   + SyncError             sync.errors
     - ConflictLoop        sync.errors         (also a CloudUnavailable)
     - NoProgress          sync.errors         (also a CloudUnavailable)

@@ -27,6 +27,8 @@ from edge.consent_ops import ConsentOps
 from edge.inbox import InboxDeadLetters
 from edge.log import fields
 from edge.memory_ops import MemoryOps
+from edge.observations import STATE_KEY as OBSERVATIONS_KEY
+from edge.observations import ObservationGate
 from edge.outbound import Wire
 from edge.publisher import TaskPublisher
 from edge.reports import Reports
@@ -36,6 +38,7 @@ from edge.topics import (
     ConsentRequestMsg,
     DeviceContextMsg,
     ForgetMsg,
+    ObservationMsg,
     PuiEventMsg,
     Refusal,
     TaskCallbackMsg,
@@ -44,7 +47,7 @@ from edge.topics import (
     ref_of,
 )
 from edge.work import Work
-from taskmanager.events import Callback
+from taskmanager.events import Callback, Observe
 from taskmanager.model import ACTIVE_STEP
 from taskmanager.service import TaskManager
 
@@ -91,6 +94,14 @@ class DeviceApp:
         self.close_turn = turns.close_turn
         self.close_unanswered = turns.close_unanswered
         self.turns_in_flight = turns.in_flight
+        experience = self.settings.experience
+        self.observations = ObservationGate(
+            clock=self.clock,
+            per_s=experience.observations_per_s,
+            kinds=experience.observation_kinds,
+            latest=self.memory.state(OBSERVATIONS_KEY, {}) or {},
+        )
+        turns.observations = self.observations.for_turn
 
     def attach(self, wire: Wire) -> None:
         """The broker connection: owed MQTT messages and refusals go out on it from now."""
@@ -265,6 +276,41 @@ class DeviceApp:
         if any(ignored.reason == "duplicate" for ignored in result.ignored):
             refusal = Refusal("duplicate_workflow_id", f"{msg.workflow_id} was accepted before")
             self.refuse(arrival.topic, refusal, ref={"workflow_id": msg.workflow_id})
+
+    # --- the Experience layer (SPEC §4.6, §4.7) ------------------------------------------------
+    def take_observation(self, msg: ObservationMsg, arrival: Arrival) -> None:
+        """A repeat is applied once; a flood is refused per kind; the latest value of its kind
+        is kept for the next turn; the workflows subscribing to its kind see it."""
+        gate = self.observations
+        if gate.repeat(msg.kind, msg.observation_id):
+            return
+        if not gate.allow(msg.kind):
+            refusal = Refusal("rate_limited", f"too many observations of kind {msg.kind} a second")
+            self.refuse(arrival.topic, refusal, ref={"observation_id": msg.observation_id})
+            return
+        scope, value = msg.scope.model_dump(exclude_none=True), dict(msg.value)
+        entry = {"scope": scope, "value": value}
+        latest = gate.newer(msg.kind, msg.observation_id, msg.observed_at, entry)
+        event = Observe(
+            msg.observation_id,
+            msg.kind,
+            msg.observed_at,
+            scope,
+            value,
+            msg.requires_cloud_decision,
+        )
+        with self.unit() as result:
+            if latest is not None:
+                self.memory.store.set_state(OBSERVATIONS_KEY, latest)
+            result.merge(self.tm.observe(event))
+        gate.remember(msg.observation_id)
+        if latest is not None:
+            gate.latest = latest
+
+    def set_experience_mode(self, mode: str) -> None:
+        """SIGHUP: `[experience] mode` again; active contracts step down to it at once."""
+        with self.unit() as result:
+            result.merge(self.tm.set_mode(mode))
 
     def take_device_context(self, msg: DeviceContextMsg, _arrival: Arrival) -> None:
         context = msg.model_dump(mode="json", exclude_none=True)

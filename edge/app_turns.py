@@ -87,6 +87,8 @@ class TurnInputs:
         # the latest retained P/device/context, merged into every turn (the app keeps it)
         self.device_context: dict[str, Any] = memory.state("device_context", {}) or {}
         self._turn_lock = asyncio.Lock()
+        # the latest semantic observation per kind (SPEC 4.6), set by the app
+        self.observations: Callable[[], dict[str, Any]] = dict
         self.in_flight: set[asyncio.Task[None]] = set()  # turns waiting on the cloud
         self._repeats: dict[str, int] = {}  # turn_id being answered -> arrivals since the first
 
@@ -122,6 +124,9 @@ class TurnInputs:
             extra=fields(turn_id=msg.turn_id, session_id=session_id, pair_id=pair_id),
         )
         context = {**self.device_context, **(msg.device_context or {})}
+        context.pop("observations", None)  # the device's, never a sender's (SPEC 4.6)
+        if observed := self.observations():
+            context["observations"] = observed
         watch.lap("record")
         turn = Received(
             msg.turn_id,

@@ -30,7 +30,7 @@ from edge.cli_kit import (
     UsageError,
 )
 from edge.errors import ConfigError, ServiceSilent
-from taskmanager.errors import CatalogError
+from taskmanager.errors import CatalogError, EffectsError
 
 # each adds its commands to the top level; the order is the order of `a2a-edge --help`
 GROUPS: list[Callable[[Subparsers], None]] = [
@@ -65,6 +65,8 @@ def _failed(exc: Exception) -> int:
 
     if isinstance(exc, ConfigError):
         message, code = f"config error: {exc}", EXIT_CONFIG
+    elif isinstance(exc, EffectsError):
+        message, code = f"config error: experience.effects_file: {exc}", EXIT_CONFIG
     elif isinstance(exc, CatalogError):
         message, code = f"config error: taskmanager.catalog_file: {exc}", EXIT_CONFIG
     elif isinstance(exc, UsageError):

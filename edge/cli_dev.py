@@ -7,6 +7,7 @@ import argparse
 import contextlib
 import logging
 import sys
+import time
 
 from edge.cli_kit import Subparsers, command, group, positive_float
 
@@ -47,6 +48,52 @@ def cmd_sim_devices(args: argparse.Namespace) -> int:
         stop.wait()
     agents.close()
     return 0
+
+
+def cmd_sim_observe(args: argparse.Namespace) -> int:
+    """One observation (or a fault's worth) on `P/observation`, from the sim perception agent."""
+    from sim.perception import PerceptionAgent
+
+    agent = PerceptionAgent(
+        args.port, f"{args.prefix}/{args.device_id}", host=args.host, room=args.room
+    )
+    try:
+        if args.kind == "noise":
+            ids = agent.noise(args.level, fault=args.fault, requires_cloud_decision=args.decide)
+        else:
+            ids = agent.air_quality(
+                args.level, fault=args.fault, requires_cloud_decision=args.decide
+            )
+        time.sleep(0.5)  # a CLI of the simulator: let paho hand the QoS 1 messages over
+    finally:
+        agent.close()
+    print(f"sent {len(ids)} {args.kind} observation(s): {ids[0]}{' …' if len(ids) > 1 else ''}")
+    return 0
+
+
+def _add_sim_observe(sim: Subparsers) -> None:
+    observe = command(
+        sim,
+        "observe",
+        "a perception agent's observation on P/observation (noise or air quality in a room)",
+        cmd_sim_observe,
+        config=False,
+        json=False,
+    )
+    observe.add_argument("kind", choices=["noise", "air_quality"], help="what was observed")
+    observe.add_argument("level", type=float, help="dB of noise, or PM2.5 in µg/m³")
+    observe.add_argument("--room", default="거실", help="where it was observed")
+    observe.add_argument(
+        "--fault", choices=["stale", "out_of_scope", "future", "flood"], default=None,
+        help="send it wrong on purpose",
+    )  # fmt: skip
+    observe.add_argument(
+        "--decide", action="store_true", help="requires_cloud_decision: ask the supervisor"
+    )
+    observe.add_argument("--host", default="127.0.0.1", help="the broker's address")
+    observe.add_argument("--port", type=int, default=1883, help="the broker's port")
+    observe.add_argument("--prefix", default="a2a", help="the topic prefix (mqtt.topic_prefix)")
+    observe.add_argument("--device-id", default="robot-001", help="the robot's device_id")
 
 
 def _add_demo(sub: Subparsers) -> None:
@@ -125,3 +172,4 @@ def register(sub: Subparsers) -> None:
     sim = group(sub, "sim", "reference counterparts for development and tests")
     _add_sim_cloud(sim)
     _add_sim_devices(sim)
+    _add_sim_observe(sim)

@@ -53,11 +53,14 @@ def cmd_workflows_trace(args: argparse.Namespace) -> int:
         f"workflow {wf['workflow_id']}  status {wf['status']}  etag {wf.get('etag', 1)}  "
         f"plan {wf.get('plan_id') or '-'}  turn {wf.get('turn_id') or '-'}"
     )
+    state = wf.get("experience_state")
     if wf.get("experience"):
         print(
-            f"experience {wf['experience'].get('experience_id')}: "
+            f"experience {wf['experience'].get('experience_id')} [{state or '-'}]: "
             f"{wf['experience'].get('goal_summary', '')}"
         )
+    elif state:  # refused or off: the reason is in the timeline (experience_activation)
+        print(f"experience [{state}]: {wf.get('experience_refusal') or 'not activated'}")
     rows = [_timeline_row(entry) for entry in trace["timeline"]]
     cli_out.table(("ts", "etag", "what", "details"), rows, right=("etag",))
     return EXIT_OK

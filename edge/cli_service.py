@@ -102,9 +102,10 @@ def cmd_config_check(args: argparse.Namespace) -> int:
     from edge import cli_out
     from edge.config_view import effective
     from taskmanager.catalog import load_catalog
+    from taskmanager.effects import load_effects
 
     settings = settings_of(args)
-    load_catalog(settings.taskmanager.catalog_file)
+    load_effects(load_catalog(settings.taskmanager.catalog_file), settings.experience.effects_file)
     shown = effective(settings, Path(args.config) if args.config else None)
     if args.json:
         cli_out.emit_json(shown)

@@ -208,6 +208,15 @@ class TaskManagerSettings(_Section):
     keep_ended_days: int = Field(30, ge=1, le=3650)
 
 
+class ExperienceSettings(_Section):
+    """SPEC §4.7: the device-side kill switch of the Experience layer (SIGHUP reloads `mode`)."""
+
+    mode: Literal["enforce", "shadow", "off"] = "enforce"
+    effects_file: str = ""  # empty: the effect catalog shipped in the package (SPEC 4.5)
+    observations_per_s: float = Field(5.0, gt=0, le=1000)  # per kind; more are refused
+    observation_kinds: int = Field(16, ge=1, le=256)  # latest values kept for the turns
+
+
 class MetricsSettings(_Section):
     enabled: bool = False
     allow_remote: bool = False  # before `host`: its validator reads it
@@ -266,6 +275,7 @@ class Settings(_Section):
     sync: SyncSettings = SyncSettings()
     privacy: PrivacySettings = PrivacySettings()
     taskmanager: TaskManagerSettings = TaskManagerSettings()
+    experience: ExperienceSettings = ExperienceSettings()
     offline: OfflineSettings = OfflineSettings()
     metrics: MetricsSettings = MetricsSettings()
     storage: StorageSettings = StorageSettings()

@@ -16,6 +16,7 @@ from edge.topics import (
     DeviceContextMsg,
     ForgetMsg,
     Model,
+    ObservationMsg,
     PuiEventMsg,
     Refusal,
     TaskCallbackMsg,
@@ -53,6 +54,7 @@ def route_table(app: DeviceApp) -> dict[str, Route[Any]]:
         "admin/request": Route(AdminRequestMsg, app.take_admin),
         "memory/forget": Route(ForgetMsg, app.take_forget),
         "consent/request": Route(ConsentRequestMsg, app.take_consent, app.reject_consent),
+        "observation": Route(ObservationMsg, app.take_observation),
     }
 
 

@@ -223,12 +223,23 @@ class Runtime:
             len(fresh.privacy.categories),
             len(fresh.privacy.consented_categories),
         )
+        self._reload_experience(fresh.experience.mode)
         try:
             self._app.reload_consent(
                 fresh.privacy.consented_categories, fresh.privacy.consented_capabilities
             )
         except StorageUnavailable as exc:  # the standing set is new; the cancels wait a tick
             log.warning("consent reload: the state DB refused the cancels: %s", exc)
+
+    def _reload_experience(self, mode: str) -> None:
+        """SPEC §4.7: the kill switch; `status` shows the mode from the next heartbeat (now)."""
+        old = self._app.tm.mode
+        try:
+            self._app.set_experience_mode(mode)
+        except StorageUnavailable as exc:
+            log.warning("experience mode: the state DB refused the step down: %s", exc)
+        log.info("reloaded: experience mode %s (was %s)", mode, old)
+        self._heartbeat()
 
     async def _shutdown(self, background: list[asyncio.Task[None]]) -> None:
         """Bounded (SPEC §6: within 10 s whatever the cloud, the broker or TLS do): each step
@@ -274,6 +285,7 @@ class Runtime:
             "cloud": "unreachable" if app.cloud.unreachable else "reachable",
             "loop_lag_ms": round(self._loop_lag * 1000, 1),
             "active_workflows": len(app.tm.active_ids()),
+            "experience_mode": app.tm.mode,
             "health": "degraded" if self._problems() else "ok",
             "problems": self._problems(),
             **app.checkpointer.health(),  # wal_bytes, wal_residue, wal_blocked_s

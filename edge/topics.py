@@ -45,17 +45,19 @@ class TurnRequestMsg(_Inbound):
     @field_validator("spoken_at", mode="before")
     @classmethod
     def _an_instant(cls, value: Any) -> Any:
-        if value is None:
-            return None
-        if not isinstance(value, str) or len(value) > 64:
-            raise ValueError("spoken_at must be an ISO-8601 string")
-        try:
-            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError as exc:
-            raise ValueError("spoken_at must be an ISO-8601 instant") from exc
-        if parsed.tzinfo is None:
-            raise ValueError("spoken_at must carry a zone (e.g. Z)")
-        return parsed.astimezone(UTC)
+        return None if value is None else _instant("spoken_at", value)
+
+
+def _instant(name: str, value: Any) -> datetime:
+    if not isinstance(value, str) or len(value) > 64:
+        raise ValueError(f"{name} must be an ISO-8601 string")
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise ValueError(f"{name} must be an ISO-8601 instant") from exc
+    if parsed.tzinfo is None:
+        raise ValueError(f"{name} must carry a zone (e.g. Z)")
+    return parsed.astimezone(UTC)
 
 
 class DeviceContextMsg(BaseModel):
@@ -116,6 +118,49 @@ class ConsentRequestMsg(_Inbound):
         if self.action == "revoke" and self.ttl_s is not None:
             raise ValueError("ttl_s goes only with action grant")
         return self
+
+
+class ObservationScope(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    room: StrictStr | None = Field(None, min_length=1, max_length=64)
+    workflow_id: StrictStr | None = Field(None, min_length=1, max_length=96)
+    capability_id: StrictStr | None = Field(None, min_length=1, max_length=64)
+
+
+MAX_OBSERVATION_VALUE_BYTES = 2048
+
+
+class ObservationMsg(_Inbound):
+    """SPEC §4.6 (`P/observation`, from perception agents): a semantic observation. `value` is
+    a flat object of scalars, at most 2 KiB; `observed_at` an instant with a zone."""
+
+    observation_id: StrictStr = Field(min_length=1, max_length=128)
+    kind: StrictStr = Field(pattern=r"^[a-z][a-z0-9_.\-]{0,63}$")
+    observed_at: datetime
+    scope: ObservationScope = ObservationScope()
+    value: dict[str, StrictStr | bool | StrictInt | StrictFloat] = Field(max_length=32)
+    requires_cloud_decision: bool = False
+
+    @field_validator("observed_at", mode="before")
+    @classmethod
+    def _an_instant(cls, value: Any) -> Any:
+        return _instant("observed_at", value)
+
+    @field_validator("requires_cloud_decision", mode="before")
+    @classmethod
+    def _a_bool(cls, value: Any) -> Any:
+        if not isinstance(value, bool):
+            raise ValueError("requires_cloud_decision must be true or false")
+        return value
+
+    @field_validator("value")
+    @classmethod
+    def _bounded(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if any(isinstance(v, str) and len(v) > 256 for v in value.values()):
+            raise ValueError("value strings are at most 256 characters")
+        if len(json.dumps(value, ensure_ascii=False).encode()) > MAX_OBSERVATION_VALUE_BYTES:
+            raise ValueError(f"value is larger than {MAX_OBSERVATION_VALUE_BYTES} bytes")
+        return value
 
 
 class AdminRequestMsg(_Inbound):

@@ -72,6 +72,10 @@ def status(settings: Settings) -> dict[str, Any]:
             "cloud_tls": settings.cloud.tls_mode,  # from the config this command reads
             "loop_lag_ms": beat.get("loop_lag_ms"),
             "active_workflows": WorkflowStore(db=db).active_count(),
+            # SPEC 4.7: the running service's (a SIGHUP may have changed it), else the config's
+            "experience_mode": beat.get("experience_mode", settings.experience.mode)
+            if running
+            else settings.experience.mode,
             "db_bytes": db_bytes,
             "wal_bytes": _size(
                 settings.state_db_path.with_name(settings.state_db_path.name + "-wal")

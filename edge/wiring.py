@@ -39,6 +39,7 @@ from edge.work import Work
 from sync.outbox import SyncOutbox
 from sync.replay import Replayer
 from taskmanager.catalog import load_catalog
+from taskmanager.effects import load_effects
 from taskmanager.service import TaskManager
 
 
@@ -114,16 +115,7 @@ def build_app(
     cloud = cloud_client(settings, secrets, transport)
     sync_outbox = SyncOutbox(db=db, clock=clock)
     publisher = TaskPublisher(topics=topics, outbox=outbox)
-    catalog = load_catalog(settings.taskmanager.catalog_file)
-    ask_s = settings.taskmanager.ask_timeout_s
-    tm = TaskManager(
-        db=db,
-        clock=clock,
-        catalog=catalog,
-        publisher=publisher,
-        ask_timeout_s=ask_s,
-        held_capabilities=register.capabilities,
-    )
+    tm = _task_manager(settings, db, clock, publisher, register)
     reports = Reports(
         cloud=cloud,
         clock=clock,
@@ -159,6 +151,28 @@ def build_app(
         checkpointer=wal,
         reports=reports,
         consent=ConsentOps(register=register, sync_outbox=sync_outbox, tm=tm),
+    )
+
+
+def _task_manager(
+    settings: Settings,
+    db: sqlite_utils.Database,
+    clock: Clock,
+    publisher: TaskPublisher,
+    register: ConsentRegister,
+) -> TaskManager:
+    """The TaskManager with both catalogs (each checked; a bad one raises CatalogError, exit 2),
+    the consent register's held capabilities and the Experience mode."""
+    catalog = load_catalog(settings.taskmanager.catalog_file)
+    return TaskManager(
+        db=db,
+        clock=clock,
+        catalog=catalog,
+        publisher=publisher,
+        ask_timeout_s=settings.taskmanager.ask_timeout_s,
+        held_capabilities=register.capabilities,
+        effects=load_effects(catalog, settings.experience.effects_file),
+        mode=settings.experience.mode,
     )
 
 

@@ -25,11 +25,13 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
+from sim import demo_experience
 from sim.broker import Mosquitto
 from sim.cloud import SimCloud
 from sim.demo_view import LogTail, Timeline, print_summary
 from sim.devices import DeviceAgents
 from sim.embedded import embedded_broker
+from sim.perception import PerceptionAgent
 from sim.probe import MqttProbe
 from sim.processes import RuntimeProcess, write_config
 from sim.world import World
@@ -84,6 +86,10 @@ class Demo:
             stack.callback(LogTail(self.runtime.log_path, self.timeline).start().close)
         self.devices = DeviceAgents(port, ROOT, world=World(time_scale=0.05), protocol=protocol)
         stack.callback(self.devices.close)
+        self.perception = PerceptionAgent(
+            port, ROOT, protocol=protocol, clock_offset_s=self._offset_s
+        )
+        stack.callback(self.perception.close)
         self.probe = MqttProbe(
             port,
             [
@@ -154,6 +160,9 @@ class Demo:
 
         return sync_status(load_settings(self.config))
 
+    def _offset_s(self) -> float:
+        return float(self.offset_file.read_text() or 0)
+
     def pass_days(self, days: float) -> None:
         self.offset_file.write_text(str(days * DAY_S))
         self.say("info", f"(시계: {days:g}일째)", f"(simulated clock: day {days:g})")
@@ -171,6 +180,8 @@ class Demo:
         self._cloud_away_and_back()
         self._promotion()
         self._vital_with_consent()
+        demo_experience.quiet_rest(self)
+        demo_experience.rest_without_evidence(self)
 
     def _rooms_and_pui(self) -> None:
         self.say("scene", "1. 두 단계 방 워크플로", "a two-step room workflow")

@@ -121,6 +121,26 @@ def _learn(state: CloudState, device: str, write: dict[str, Any]) -> None:
             state.suggestions.pop(device, None)
 
 
+def _experience_decision(event: dict[str, Any], workflow: dict[str, Any]) -> dict[str, Any] | None:
+    """Seed 003's bounded supervisor: noise during a rest gets one soothing step (a replan),
+    later noise is let be; a step whose evidence is missing is continued past (the criteria
+    tell at the end); unmet criteria end the workflow as it is (no wider action)."""
+    status = event.get("status")
+    if status == "OBSERVATION":
+        loud = event.get("kind") == "noise" and workflow.get("replans_used", 0) < 1
+        if not loud:
+            return {"kind": "continue"}
+        n = workflow.get("decisions_used", 1)
+        say = "주변이 조금 시끄러워요. 잔잔한 소리를 틀어 드릴게요."
+        step = {"step_id": f"step_soothe{n}", "capability_id": "speaker", "operation_id": "say"}
+        return {"kind": "replan", "steps": [{**step, "args": {"text": say}}]}
+    if status == "FAILED" and event.get("reason") == "evidence_missing":
+        return {"kind": "continue"}
+    if status == "CRITERIA_UNMET":
+        return {"kind": "complete"}
+    return None
+
+
 def supervise(state: CloudState, body: dict[str, Any]) -> dict[str, Any] | None:
     """A bounded supervisor: BLOCKED moves get one replan to another room, then a question;
     repeated failure aborts; a device asking for input gets a question."""
@@ -132,6 +152,9 @@ def supervise(state: CloudState, body: dict[str, Any]) -> dict[str, Any] | None:
     event = body.get("event") or {}
     workflow = body.get("workflow") or {}
     status = event.get("status")
+    experience = _experience_decision(event, workflow)
+    if experience is not None:
+        return experience
     if status == "NEEDS_USER_INPUT":
         return {"kind": "ask", "question": "도와드릴까요? 화면을 확인해 주세요."}
     if workflow.get("decisions_used", 0) >= 2:  # decisions_used counts this request too

@@ -127,24 +127,10 @@ def _purify(room: str, current: str | None, *, accepted: bool = False) -> Planne
     )
 
 
-def _rest(text: str, experience_id: str) -> Planned:
-    minutes = _minutes(text)
-    steps: list[dict[str, Any]] = [
-        {
-            "step_id": "step_guide",
-            "capability_id": "content",
-            "operation_id": "play_guidance",
-            "args": {"program": "rest_breathing", "minutes": minutes},
-            "depends_on": [],
-        },
-        {
-            "step_id": "step_rest",
-            "kind": "wait",
-            "wait_s": minutes * 60,
-            "depends_on": ["step_guide"],
-        },
-    ]
-    experience: dict[str, Any] = {
+def rest_experience(experience_id: str, room: str, step_ids: list[str]) -> dict[str, Any]:
+    """Seed 003's goal contract for a rest, bound to `step_ids` of plan `wellness_reset`; it
+    subscribes to noise and air quality in the room the robot is in."""
+    return {
         "contract_version": EXPERIENCE_CONTRACT,
         "experience_id": experience_id,
         "goal_summary": "사용자가 편안하게 쉴 수 있도록 돕는다",
@@ -153,18 +139,51 @@ def _rest(text: str, experience_id: str) -> Planned:
         "constraints": ["user_can_cancel"],
         "plan_binding": {
             "plan_id": "wellness_reset",
-            "step_ids": ["step_guide", "step_rest"],
-            "step_count": 2,
+            "step_ids": step_ids,
+            "step_count": len(step_ids),
         },
         "task_event_policy": {
             "decision_events": ["FAILED", "BLOCKED", "TIMEOUT", "NEEDS_USER_INPUT"],
             "terminal_events": ["COMPLETED", "CANCELLED", "WORKFLOW_COMPLETED"],
         },
         "decision_budget": {"max_decisions": 3, "max_replans": 1},
+        "observation_policy": {
+            "subscriptions": [
+                {"kind": "noise", "scope": {"room": room}, "max_age_s": 60},
+                {"kind": "air_quality", "scope": {"room": room}, "max_age_s": 300},
+            ]
+        },
     }
+
+
+def rest_steps(wait_s: float) -> list[dict[str, Any]]:
+    """The purifier's quiet mode and the guidance side by side, then the rest itself."""
+    return [
+        {
+            "step_id": "step_quiet",
+            "capability_id": "air_purifier",
+            "operation_id": "set_mode",
+            "args": {"mode": "quiet"},
+            "depends_on": [],
+        },
+        {
+            "step_id": "step_guide",
+            "capability_id": "content",
+            "operation_id": "play_guidance",
+            "args": {"program": "rest_breathing", "minutes": 1},
+            "depends_on": [],
+        },
+        {"step_id": "step_rest", "kind": "wait", "wait_s": wait_s, "depends_on": ["step_guide"]},
+    ]
+
+
+def _rest(text: str, experience_id: str, room: str) -> Planned:
+    minutes = _minutes(text)
+    steps = rest_steps(minutes * 60)
+    experience = rest_experience(experience_id, room, [s["step_id"] for s in steps])
     return Planned(
         "ODL",
-        f"{minutes}분 동안 편하게 쉴 수 있도록 안내해 드릴게요.",
+        f"{minutes}분 동안 편하게 쉴 수 있도록 공기청정기를 조용하게 하고 안내해 드릴게요.",
         steps,
         "wellness_reset",
         experience,
@@ -231,7 +250,7 @@ def route(
         args = {"kind": "blood_pressure"}
         return _one_step(text_, "vital_check", "step_vital", "vital_app.start_session", args)
     if _has(text, REST_WORDS):
-        return _rest(text, experience_id)
+        return _rest(text, experience_id, current or "거실")
     accepted = suggestion is not None and _has(text, ACCEPT_WORDS) and (room in (None, suggestion))
     if accepted and suggestion is not None:
         return _purify(suggestion, current, accepted=True)

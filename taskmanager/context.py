@@ -85,6 +85,6 @@ class Ctx:
         self.touch(wf)
         self.reports.setdefault(wf.workflow_id, []).append((event, decision, terminal))
 
-    def trace(self, wf: Workflow, kind: str, **detail: Any) -> None:
+    def trace(self, wf: Workflow, trace_kind: str, /, **detail: Any) -> None:
         self.touch(wf)
-        self.effects.append(Trace(wf.workflow_id, kind, detail))
+        self.effects.append(Trace(wf.workflow_id, trace_kind, detail))

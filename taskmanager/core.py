@@ -21,95 +21,31 @@ from taskmanager.derive import (
     derive_status,
     end_reason,
     report_body,
-    step_report,
 )
 from taskmanager.events import (
     Callback,
     Cancel,
-    CancelTask,
     Command,
     Decide,
     Emit,
     Event,
     Ignored,
+    Observe,
     Redispatch,
     Report,
+    SetMode,
     Submit,
     Tick,
     Trace,
 )
 from taskmanager.evidence import dropped_detail
+from taskmanager.goal import check_completion, criteria, on_observe, on_set_mode, settle_criteria
 from taskmanager.model import (
     ACTIVE_STEP,
-    FAILURE_STEP,
-    TERMINAL_STEP,
     Step,
     Workflow,
 )
-
-# --- transitions ----------------------------------------------------------------------------
-
-
-def _cancel_task(wf: Workflow, step: Step, reason: str) -> CancelTask:
-    """`P/task/cancel/<capability>` for a dispatched task (SPEC §2)."""
-    payload = {
-        "task_id": step.task_id(wf.workflow_id),
-        "workflow_id": wf.workflow_id,
-        "reason": reason,
-    }
-    return CancelTask(step.capability_id, payload)
-
-
-def _cancel_step(wf: Workflow, step: Step, reason: str, ctx: Ctx) -> None:
-    if step.status in ACTIVE_STEP and step.kind == "task":
-        ctx.effects.append(_cancel_task(wf, step, reason))
-    step.status, step.reason = "CANCELLED", reason
-    step.ack_deadline = step.deadline = step.wait_until = None
-    if reason == "pui":
-        step.evidence = {"cancelled_by_pui": True}
-    ctx.step_event(wf, step, "CANCELLED", reason)
-
-
-def _fail(wf: Workflow, step: Step, status: str, reason: str | None, ctx: Ctx) -> None:
-    """A step ended FAILED/BLOCKED/TIMEOUT (or is NEEDS_USER_INPUT): ask the supervisor while
-    the budget has room, else just report."""
-    ask = (
-        status in wf.decision_events
-        and wf.decisions_used < wf.max_decisions
-        and wf.awaiting_decision is None
-    )
-    if ask:
-        wf.decisions_used += 1
-        if status in TERMINAL_STEP:
-            wf.awaiting_decision = step.step_id
-    ctx.report(wf, step_report(wf, step), decision=ask, terminal=status in TERMINAL_STEP)
-    ctx.trace(
-        wf,
-        "decision_requested" if ask else "failure",
-        step_id=step.step_id,
-        status=status,
-        reason=reason,
-        decisions_used=wf.decisions_used,
-    )
-
-
-def _end_step(
-    wf: Workflow,
-    step: Step,
-    status: str,
-    reason: str | None,
-    ctx: Ctx,
-    evidence: dict[str, Any] | None = None,
-) -> None:
-    step.status, step.reason = status, reason  # type: ignore[assignment]
-    step.ack_deadline = step.deadline = step.wait_until = None
-    if evidence is not None:
-        step.evidence = evidence
-    ctx.step_event(wf, step, status, reason)
-    if status in FAILURE_STEP:
-        _fail(wf, step, status, reason, ctx)
-    elif status in wf.terminal_events:
-        ctx.report(wf, step_report(wf, step), decision=False, terminal=True)
+from taskmanager.steps import cancel_step, cancel_task, end_step, fail
 
 
 def _split(task_id: str) -> tuple[str, str]:
@@ -153,11 +89,13 @@ def _on_callback(board: Board, cb: Callback, ctx: Ctx) -> None:
         step.reason = cb.reason
         wf.ask_deadline = ctx.now + timedelta(seconds=cb.ask_timeout_s)  # SPEC 4.2
         ctx.step_event(wf, step, cb.status, cb.reason)
-        _fail(wf, step, cb.status, cb.reason, ctx)
+        fail(wf, step, cb.status, cb.reason, ctx)
     elif cb.status == "CANCELLED":
-        _end_step(wf, step, "CANCELLED", cb.reason or "device", ctx, cb.evidence)
+        end_step(wf, step, "CANCELLED", cb.reason or "device", ctx, cb.evidence)
+    elif cb.status == "COMPLETED" and (missing := check_completion(wf, step, cb.evidence, ctx)):
+        end_step(wf, step, "FAILED", missing, ctx, cb.evidence)  # SPEC 4.5: evidence_missing
     else:
-        _end_step(wf, step, cb.status, cb.reason, ctx, cb.evidence)
+        end_step(wf, step, cb.status, cb.reason, ctx, cb.evidence)
 
 
 def _expired(step: Step, now: datetime) -> str | None:
@@ -189,10 +127,10 @@ def _on_tick(board: Board, ctx: Ctx) -> None:
         for step in wf.steps:
             expired = _expired(step, now)
             if expired == "wait_done":
-                _end_step(wf, step, "COMPLETED", None, ctx)
+                end_step(wf, step, "COMPLETED", None, ctx)
             elif expired is not None:
-                ctx.effects.append(_cancel_task(wf, step, "timeout"))
-                _end_step(wf, step, "TIMEOUT", expired, ctx)
+                ctx.effects.append(cancel_task(wf, step, "timeout"))
+                end_step(wf, step, "TIMEOUT", expired, ctx)
         if wf.ask_deadline and now >= wf.ask_deadline:
             _user_timeout(wf, ctx)
 
@@ -205,7 +143,7 @@ def _user_timeout(wf: Workflow, ctx: Ctx) -> None:
     ctx.trace(wf, "ask_expired")
     for step in wf.steps:
         if step.status == "NEEDS_USER_INPUT":
-            ctx.effects.append(_cancel_task(wf, step, "timeout"))
+            ctx.effects.append(cancel_task(wf, step, "timeout"))
             step.status, step.reason = "TIMEOUT", "user_timeout"
             step.ack_deadline = step.deadline = step.wait_until = None
             ctx.step_event(wf, step, "TIMEOUT", "user_timeout")
@@ -226,7 +164,7 @@ def _on_cancel(board: Board, ev: Cancel, ctx: Ctx) -> None:
         wf.awaiting_decision, wf.question, wf.ask_deadline = None, None, None
         for step in wf.steps:
             if not step.terminal:
-                _cancel_step(wf, step, ev.reason, ctx)
+                cancel_step(wf, step, ev.reason, ctx)
         evidence = {"cancelled_by_pui": True} if ev.reason == "pui" else None
         ctx.trace(wf, "cancel", reason=ev.reason, evidence=evidence)
 
@@ -273,13 +211,13 @@ def _on_decide(board: Board, ev: Decide, ctx: Ctx) -> None:
             failed.continued = True
             for dep in _dependants(wf, failed.step_id):
                 if dep.status == "QUEUED":
-                    _cancel_step(wf, dep, "supervisor", ctx)
+                    cancel_step(wf, dep, "supervisor", ctx)
         wf.steps.extend(copy.deepcopy(ev.steps))
     elif kind == "complete":
         wf.end_reason = "supervisor_complete"
         for step in wf.steps:
             if not step.terminal:
-                _cancel_step(wf, step, "supervisor", ctx)
+                cancel_step(wf, step, "supervisor", ctx)
     elif kind == "abort":
         _on_cancel(board, Cancel(wf.workflow_id, "supervisor"), ctx)
     ctx.touch(wf)
@@ -326,7 +264,7 @@ def _cancel_orphans(workflow_id: str, ctx: Ctx) -> None:
         for step_id in orphans:
             step = wf.step(step_id)
             assert step is not None
-            _cancel_step(wf, step, "dependency", ctx)
+            cancel_step(wf, step, "dependency", ctx)
 
 
 def _mark_ready(board: Board, ctx: Ctx) -> None:
@@ -394,12 +332,8 @@ def _finish(board: Board, ctx: Ctx) -> list[Workflow]:
             reason = end_reason(wf)
             ctx.wf_event(wf, name, reason)
             pui = {"cancelled_by_pui": True} if wf.cancel_reason == "pui" else None
-            ctx.report(
-                wf,
-                {"status": name, "reason": reason, "evidence": pui},
-                decision=False,
-                terminal=True,
-            )
+            event = _terminal_event(wf, name, reason, pui, ctx)
+            ctx.report(wf, event, decision=False, terminal=True)
         wf.etag += 1
         stamp = iso(ctx.now)
         for payload in ctx.events.get(wf.workflow_id, []):
@@ -419,22 +353,69 @@ def _finish(board: Board, ctx: Ctx) -> list[Workflow]:
     return changed
 
 
+def _terminal_event(
+    wf: Workflow, name: str, reason: str | None, evidence: dict[str, Any] | None, ctx: Ctx
+) -> dict[str, Any]:
+    """The terminal report's event; an experience's carries its criteria (SPEC 4.5), which the
+    trace shows too (a shadow contract's in the trace only)."""
+    event: dict[str, Any] = {"status": name, "reason": reason, "evidence": evidence}
+    if wf.experience_state in ("active", "shadow") and wf.experience:
+        met = criteria(wf)
+        if wf.experience_state == "active":
+            event["criteria"] = met
+        ctx.trace(
+            wf, "criteria", **met, mode=wf.experience_state, observations=wf.observations_seen
+        )
+    return event
+
+
+def _on_submit(board: Board, ev: Submit, ctx: Ctx) -> None:
+    if ev.workflow.workflow_id in board.workflows:
+        ctx.effects.append(Ignored("duplicate", f"{ev.workflow.workflow_id} is active"))
+        return
+    wf = copy.deepcopy(ev.workflow)
+    ctx.adopt(wf)
+    if wf.experience_state is not None:
+        ctx.trace(
+            wf,
+            "experience_activation",
+            result=wf.experience_state,
+            reason=wf.experience_refusal,
+            refused_events=wf.refused_events,
+        )
+    if wf.experience_state == "refused":  # SPEC 4.5: reported, no decision requested
+        event = {
+            "status": "EXPERIENCE_REFUSED",
+            "reason": wf.experience_refusal,
+            "experience_id": wf.refused_experience_id,  # which contract (the workflow has none)
+        }
+        ctx.report(wf, event, decision=False, terminal=True)
+    if wf.experience is not None and wf.experience_state in ("active", "shadow"):
+        ctx.trace(
+            wf,
+            "goal",
+            goal_summary=wf.experience.get("goal_summary"),
+            desired_effects=wf.experience.get("desired_effects"),
+            success_criteria=wf.experience.get("success_criteria"),
+            plan_binding=wf.experience.get("plan_binding"),
+            binding="verified",
+            step_effects={k: [b["effect"] for b in v] for k, v in wf.effect_bindings.items()},
+            subscriptions=[s["kind"] for s in wf.subscriptions],
+        )
+    ctx.wf_event(wf, "WORKFLOW_ACCEPTED", wf.experience_refusal)
+    ctx.trace(
+        wf,
+        "accepted",
+        steps=[s.step_id for s in wf.steps],
+        experience_refusal=wf.experience_refusal,
+    )
+
+
 def decide(board: Board, event: Event, now: datetime) -> Outcome:
     new = board.copy()
     ctx = Ctx(now, new)
     if isinstance(event, Submit):
-        if event.workflow.workflow_id in new.workflows:
-            ctx.effects.append(Ignored("duplicate", f"{event.workflow.workflow_id} is active"))
-        else:
-            wf = copy.deepcopy(event.workflow)
-            ctx.adopt(wf)
-            ctx.wf_event(wf, "WORKFLOW_ACCEPTED", wf.experience_refusal)
-            ctx.trace(
-                wf,
-                "accepted",
-                steps=[s.step_id for s in wf.steps],
-                experience_refusal=wf.experience_refusal,
-            )
+        _on_submit(new, event, ctx)
     elif isinstance(event, Callback):
         _on_callback(new, event, ctx)
     elif isinstance(event, Tick):
@@ -443,6 +424,10 @@ def decide(board: Board, event: Event, now: datetime) -> Outcome:
         _on_cancel(new, event, ctx)
     elif isinstance(event, Redispatch):
         _on_redispatch(new, event, ctx)
+    elif isinstance(event, Observe):
+        on_observe(new, event, ctx)
+    elif isinstance(event, SetMode):
+        on_set_mode(new, event, ctx)
     else:
         _on_decide(new, event, ctx)
     for workflow_id in ctx.owned:  # orphans appear only where a step just ended
@@ -450,5 +435,7 @@ def decide(board: Board, event: Event, now: datetime) -> Outcome:
             _cancel_orphans(workflow_id, ctx)
     _mark_ready(new, ctx)
     _dispatch(new, ctx)
+    for wf in list(ctx.touched.values()):
+        settle_criteria(wf, ctx)
     changed = _finish(new, ctx)
     return Outcome(new, ctx.effects, changed)

@@ -11,3 +11,7 @@ class CatalogError(TaskError):
     def __init__(self, where: str, message: str) -> None:
         super().__init__(f"{where}: {message}")
         self.where = where
+
+
+class EffectsError(CatalogError):
+    """A bad effect catalog (`[experience] effects_file`, SPEC §4.5): the start stops (exit 2)."""

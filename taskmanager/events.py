@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from taskmanager.evidence import Dropped
@@ -58,7 +59,26 @@ class Redispatch:
     statuses: frozenset[str]
 
 
-Event = Submit | Callback | Tick | Cancel | Decide | Redispatch
+@dataclass(frozen=True)
+class Observe:
+    """A semantic observation (SPEC §4.6), validated by the caller."""
+
+    observation_id: str
+    kind: str
+    observed_at: datetime
+    scope: dict[str, str]
+    value: dict[str, Any]
+    requires_cloud_decision: bool = False
+
+
+@dataclass(frozen=True)
+class SetMode:
+    """`[experience] mode` changed (SIGHUP, SPEC §4.7): active contracts step down to it."""
+
+    mode: str
+
+
+Event = Submit | Callback | Tick | Cancel | Decide | Redispatch | Observe | SetMode
 
 # --- effects --------------------------------------------------------------------------------
 

@@ -43,6 +43,10 @@ ACTIVE_STEP = frozenset({"DISPATCHED", "RUNNING", "NEEDS_USER_INPUT"})
 TERMINAL_WORKFLOW = frozenset({"completed", "failed", "cancelled", "rejected"})
 DEFAULT_DECISION_EVENTS = ("FAILED", "BLOCKED", "TIMEOUT", "NEEDS_USER_INPUT")
 DEFAULT_TERMINAL_EVENTS = ("COMPLETED", "CANCELLED", "WORKFLOW_COMPLETED")
+EXPERIENCE_MODES = ("enforce", "shadow", "off")  # SPEC 4.7
+# what `awaiting_decision` holds while a decision is asked about no step (never a step id)
+AWAITING_CRITERIA = "*criteria"
+AWAITING_OBSERVATION = "*observation"
 
 _TIMES = {"dispatched_at", "ack_deadline", "deadline", "wait_until", "ask_deadline", "created_at"}
 
@@ -72,6 +76,7 @@ class Step:
     wait_until: datetime | None = None
     evidence: dict[str, Any] | None = None
     continued: bool = False  # a failure the supervisor chose to continue past
+    effects_met: list[str] = field(default_factory=list)  # bound effects its evidence proved
 
     def task_id(self, workflow_id: str) -> str:
         return f"{workflow_id}:{self.step_id}"
@@ -91,6 +96,15 @@ class Workflow:
     source: str = "planner"
     experience: dict[str, Any] | None = None
     experience_refusal: str | None = None
+    # the Experience layer (SPEC 4.5-4.7): active | shadow | refused | shadow_refused | off,
+    # None: no contract
+    experience_state: str | None = None
+    effect_bindings: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    subscriptions: list[dict[str, Any]] = field(default_factory=list)
+    refused_events: list[str] = field(default_factory=list)  # named in the policy, unknown
+    refused_experience_id: str | None = None  # the refused contract's, for its report only
+    criteria_asked: bool = False
+    observations_seen: int = 0
     decisions_used: int = 0
     replans_used: int = 0
     max_decisions: int = 3

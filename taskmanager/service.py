@@ -24,6 +24,8 @@ from taskmanager.board import Board, next_deadline
 from taskmanager.catalog import Catalog
 from taskmanager.core import decide
 from taskmanager.droplog import DropWarnings
+from taskmanager.effects import EffectCatalog, load_effects
+from taskmanager.errors import EffectsError
 from taskmanager.events import (
     Callback,
     Cancel,
@@ -33,8 +35,10 @@ from taskmanager.events import (
     Emit,
     Event,
     Ignored,
+    Observe,
     Redispatch,
     Report,
+    SetMode,
     Submit,
     Tick,
     Trace,
@@ -83,6 +87,16 @@ class Result:
         return self
 
 
+def _default_effects(catalog: Catalog) -> EffectCatalog:
+    """The shipped effect catalog; none when it does not fit this capability catalog (a test's
+    own): every contract naming an effect is then refused, the plans run."""
+    try:
+        return load_effects(catalog)
+    except EffectsError as exc:
+        log.warning("no effect catalog: %s", exc)
+        return EffectCatalog({})
+
+
 class TaskManager:
     def __init__(
         self,
@@ -93,8 +107,12 @@ class TaskManager:
         publisher: Publisher,
         ask_timeout_s: float = 300.0,
         held_capabilities: Callable[[], frozenset[str]] | None = None,
+        effects: EffectCatalog | None = None,
+        mode: str = "enforce",
     ) -> None:
         self._db = db
+        self._effects = effects if effects is not None else _default_effects(catalog)
+        self.mode = mode  # `[experience] mode` (SPEC 4.7); `set_mode` changes it
         # the capabilities a consent grant covers now (the device's register, SPEC §5.6):
         # read at validation time, never taken from a request
         self._held = held_capabilities or frozenset
@@ -216,6 +234,7 @@ class TaskManager:
                 {
                     "source": source,
                     "turn_id": checked.turn_id,
+                    "pair_id": checked.pair_id,
                     "request": without_words(raw, turn.text) if turn else raw,
                 },
             )
@@ -225,7 +244,13 @@ class TaskManager:
 
     def submit(self, raw: Any, *, source: str, turn: TurnRef | None = None) -> Result:
         checked = validate_workflow(
-            raw, self._catalog, now=self._clock.now(), source=source, held=self._held()
+            raw,
+            self._catalog,
+            now=self._clock.now(),
+            source=source,
+            held=self._held(),
+            effects=self._effects,
+            mode=self.mode,
         )
         return self._accept(checked, raw, source, turn)
 
@@ -238,7 +263,7 @@ class TaskManager:
     ) -> Result:
         checked = validate_task(
             raw, self._catalog, now=self._clock.now(), fallback_id=fallback_id, held=self._held()
-        )
+        )  # a task request carries no experience
         return self._accept(checked, raw, "task", turn)
 
     def callback(self, cb: Callback) -> Result:
@@ -306,6 +331,18 @@ class TaskManager:
 
     def tick(self) -> Result:
         return self._apply(Tick())
+
+    def observe(self, observation: Observe) -> Result:
+        """A semantic observation (SPEC §4.6) into the workflows that subscribe to its kind."""
+        return self._apply(observation)
+
+    def set_mode(self, mode: str) -> Result:
+        """`[experience] mode` (SPEC §4.7): new contracts are taken under it; active ones step
+        down to it (a kill switch stops what runs, not only what comes)."""
+        old, self.mode = self.mode, mode
+        if old != mode:
+            log.info("experience mode %s -> %s", old, mode)
+        return self._apply(SetMode(mode))
 
     def decision(self, workflow_id: str, decision: Any) -> Result:
         """Apply the supervisor's answer (`None` when there was none or it did not arrive)."""

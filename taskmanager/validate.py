@@ -15,14 +15,15 @@ from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, Valid
 
 from a2a_common.jsonx import canonical
 from taskmanager.catalog import Catalog
-from taskmanager.model import CALLBACK_STATUSES, Step, Workflow
+from taskmanager.effects import EffectCatalog
+from taskmanager.experience import activate
+from taskmanager.model import Step, Workflow
 
 ID_PATTERN = r"^[A-Za-z0-9._\-]{1,96}$"
 MAX_STEPS = 64
 MAX_ARGS_BYTES = 8192
 MAX_TIMEOUT_S = 3600.0
 MAX_WAIT_S = 86400.0
-EXPERIENCE_CONTRACT = "a2a-experience-policy-v1"
 CONSENT_REQUIRED = "consent_required"  # the rejection reason (SPEC §4.2), a machine word
 
 
@@ -131,35 +132,41 @@ def build_steps(
     return steps
 
 
-def _experience(exp: dict[str, Any], steps: list[Step]) -> tuple[dict[str, Any] | None, str | None]:
-    """The contract to store, or None and why it was refused."""
-    if exp.get("contract_version") != EXPERIENCE_CONTRACT:
-        return None, f"experience contract_version is not {EXPERIENCE_CONTRACT}"
-    binding = exp.get("plan_binding")
-    if not isinstance(binding, dict):
-        return None, "experience has no plan_binding"
-    ids = binding.get("step_ids")
-    wanted = [s.step_id for s in steps]
-    if not isinstance(ids, list) or sorted(map(str, ids)) != sorted(wanted):
-        return None, "experience plan_binding.step_ids do not match the workflow's steps"
-    if binding.get("step_count", len(wanted)) != len(wanted):
-        return None, "experience plan_binding.step_count does not match the workflow"
-    budget = exp.get("decision_budget") or {}
-    policy = exp.get("task_event_policy") or {}
-    for name in ("max_decisions", "max_replans"):
-        value = budget.get(name, 0) if isinstance(budget, dict) else None
-        if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= 10:
-            return None, f"experience decision_budget.{name} must be an integer 0..10"
-    for name in ("decision_events", "terminal_events"):
-        events = policy.get(name, []) if isinstance(policy, dict) else None
-        known = {*CALLBACK_STATUSES, "WORKFLOW_COMPLETED"}
-        if not isinstance(events, list) or not all(e in known for e in events):
-            return None, f"experience task_event_policy.{name} names an unknown event"
-    return exp, None
+def _apply_experience(
+    wf: Workflow, exp: dict[str, Any], effects: EffectCatalog | None, mode: str
+) -> None:
+    """SPEC §4.5, §4.7: `off` ignores the contract; `shadow` keeps it for the trace only (the
+    plan runs on the defaults); `enforce` binds it when it activates."""
+    if mode == "off":
+        wf.experience_state = "off"
+        return
+    act = activate(exp, plan_id=wf.plan_id, steps=wf.steps, effects=effects or EffectCatalog({}))
+    if act.contract is None:
+        refused = "refused" if mode == "enforce" else "shadow_refused"  # shadow: traced only
+        wf.experience_refusal, wf.experience_state = act.refusal, refused
+        named = exp.get("experience_id") if isinstance(exp, dict) else None
+        wf.refused_experience_id = named if isinstance(named, str) and len(named) <= 128 else None
+        return
+    wf.experience, wf.experience_state = act.contract, "active" if mode == "enforce" else "shadow"
+    wf.effect_bindings, wf.subscriptions = act.bindings, act.subscriptions
+    wf.refused_events = act.refused_events
+    if wf.experience_state != "active":
+        return
+    wf.max_decisions = wf.max_decisions if act.max_decisions is None else act.max_decisions
+    wf.max_replans = wf.max_replans if act.max_replans is None else act.max_replans
+    wf.decision_events = list(act.decision_events or wf.decision_events)
+    wf.terminal_events = list(act.terminal_events or wf.terminal_events)
 
 
 def validate_workflow(
-    raw: object, catalog: Catalog, *, now: datetime, source: str, held: Iterable[str] = ()
+    raw: object,
+    catalog: Catalog,
+    *,
+    now: datetime,
+    source: str,
+    held: Iterable[str] = (),
+    effects: EffectCatalog | None = None,
+    mode: str = "enforce",
 ) -> Workflow | Rejected:
     if not isinstance(raw, dict):
         return Rejected("a workflow request must be a JSON object")
@@ -181,15 +188,7 @@ def validate_workflow(
         created_at=now,
     )
     if wire.experience is not None:
-        exp, refusal = _experience(wire.experience, steps)
-        wf.experience, wf.experience_refusal = exp, refusal
-        if exp is not None:
-            budget = exp.get("decision_budget") or {}
-            policy = exp.get("task_event_policy") or {}
-            wf.max_decisions = int(budget.get("max_decisions", wf.max_decisions))
-            wf.max_replans = int(budget.get("max_replans", wf.max_replans))
-            wf.decision_events = list(policy.get("decision_events") or wf.decision_events)
-            wf.terminal_events = list(policy.get("terminal_events") or wf.terminal_events)
+        _apply_experience(wf, wire.experience, effects, mode)
     return wf
 
 

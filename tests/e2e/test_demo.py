@@ -47,12 +47,22 @@ def test_demo_plays_every_scene_and_sums_up(broker: str) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     scenes = [e["en"] for e in events if e["kind"] == "scene"]
-    assert len(scenes) == 7 and scenes[0] == "a two-step room workflow"
+    assert len(scenes) == 9 and scenes[0] == "a two-step room workflow"
     assert scenes[6] == "a vital measurement: consent at the robot"
+    criteria = [e["criteria"] for e in events if "criteria" in e]  # scenes 8 and 9 (seed 003)
+    assert criteria == [
+        {"met": ["quiet_environment", "rest_guidance_delivered"], "unmet": []},
+        {"met": ["rest_guidance_delivered"], "unmet": ["quiet_environment"]},
+    ]
+    decided = [e["en"] for e in events if e.get("en", "").startswith("supervisor decisions")]
+    assert decided == [
+        "supervisor decisions: OBSERVATION → replan",
+        "supervisor decisions: FAILED → continue, CRITERIA_UNMET → complete",
+    ]
     summary = events[-1]
     assert summary["kind"] == "summary"
-    assert summary["turns"] == {"ok": 12, "offline": 2}
-    assert summary["workflows"] == {"completed": 7, "cancelled": 2}
+    assert summary["turns"] == {"ok": 14, "offline": 2}
+    assert summary["workflows"] == {"completed": 9, "cancelled": 2}
     assert summary["writes_synced"] >= 15 and summary["sync_pending"] == 0
     assert 0 < summary["snapshot_bytes"] <= 4096
     assert summary["preferred_room"] == "안방"

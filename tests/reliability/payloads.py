@@ -17,6 +17,7 @@ INBOUND = (
     "memory/forget",
     "consent/request",
     "device/context",
+    "observation",
 )
 
 scalars = st.one_of(
@@ -98,6 +99,11 @@ def wrong_fields(topic: str) -> st.SearchStrategy[bytes]:
             "scope": st.just("category:health"),
         },
         "device/context": {"current_room": st.text(max_size=10), "battery": st.floats(0, 100)},
+        "observation": {  # without its `value`: refused whichever field is broken
+            "observation_id": st.text(min_size=1, max_size=10),
+            "kind": st.just("noise"),
+            "observed_at": st.just("2026-06-24T20:01:30Z"),
+        },
     }[topic]
 
     @st.composite

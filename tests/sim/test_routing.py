@@ -33,7 +33,7 @@ def test_routing_case(case: dict[str, Any]) -> None:
         exp = planned.experience
         assert exp is not None
         assert exp["plan_binding"]["step_ids"] == [s["step_id"] for s in planned.steps]
-        assert planned.steps[1]["wait_s"] == 600
+        assert planned.steps[-1]["wait_s"] == 600
     assert planned.asks_consent == case.get("asks_consent")
     assert planned.assistant_text
 

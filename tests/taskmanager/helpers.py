@@ -5,17 +5,17 @@ from typing import Any
 
 from taskmanager.board import Board
 from taskmanager.catalog import load_catalog
-from taskmanager.core import (
+from taskmanager.context import Outcome
+from taskmanager.core import decide
+from taskmanager.events import (
     Callback,
     CancelTask,
     Command,
     Emit,
     Event,
     Ignored,
-    Outcome,
     Report,
     Submit,
-    decide,
 )
 from taskmanager.model import Workflow
 from taskmanager.validate import Rejected, validate_workflow
