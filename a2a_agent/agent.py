@@ -70,7 +70,7 @@ class DeviceAgent:
     `session_expiry_s`, or 3.1.1 clean_session=false): commands sent while the agent restarts
     wait in the broker. `auto_running` sends RUNNING the moment a command arrives, well within
     its `ack_deadline`; turn it off to send RUNNING yourself. Commands past their `deadline`
-    are dropped (`drop_expired`; MQTT 3.1.1 brokers keep them). `history` bounds how many ended
+    are dropped (`drop_expired`; MQTT 3.1.1 brokers keep them), never a `safe_stop` one. `history` bounds how many ended
     tasks are remembered for dedupe.
     """
 
@@ -350,7 +350,7 @@ class DeviceAgent:
             evidence_keys=route.evidence if route else None,
             received_at=received_at,
         )
-        if self._drop_expired and task.deadline is not None and task.deadline <= self._clock():
+        if self._expired(task, body):
             log.info("device agent: command %s arrived past its deadline; dropped", task_id)
             return
         self._remember(task)
@@ -363,6 +363,13 @@ class DeviceAgent:
             self._run(route.handler, task)
         else:
             self._pool.submit(self._run, route.handler, task)
+
+    def _expired(self, task: Task, body: dict[str, Any]) -> bool:
+        """A command past its `deadline` is stale (SPEC 4.2; 3.1.1 brokers keep them); a
+        `safe_stop` command never expires: a stop is always carried out."""
+        if not self._drop_expired or body.get("safe_stop") is True or task.deadline is None:
+            return False
+        return task.deadline <= self._clock()
 
     def _redelivered(self, task_id: str, body: dict[str, Any]) -> bool:
         """A command seen before (same task_id; a re-dispatch has a higher `attempt`) is not

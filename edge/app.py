@@ -223,7 +223,7 @@ class DeviceApp:
 
     # --- workflows --------------------------------------------------------------------------
     def take_callback(self, msg: TaskCallbackMsg, arrival: Arrival) -> None:
-        verdict = self.tm.verdict(msg.task_id, msg.seq)
+        verdict = self.tm.verdict(msg.task_id, msg.seq, msg.status)
         ref = {"task_id": msg.task_id, "seq": msg.seq}
         if verdict == "unknown":  # refused, and nothing written: not even a dedupe mark
             refusal = Refusal("unknown_task", f"no task {msg.task_id} on this robot")

@@ -205,9 +205,23 @@ class MqttChannel:
         )
         self._client.loop_start()
 
-    def publish(self, topic: str, payload: bytes, *, qos: int = 1, retain: bool = False) -> int:
-        """Queue a publish; returns its mid (PUBACK arrives via `published`)."""
-        info = self._client.publish(topic, payload, qos=qos, retain=retain)
+    def publish(
+        self,
+        topic: str,
+        payload: bytes,
+        *,
+        qos: int = 1,
+        retain: bool = False,
+        expiry_s: int | None = None,
+    ) -> int:
+        """Queue a publish; returns its mid (PUBACK arrives via `published`). `expiry_s`: the
+        MQTT 5 message expiry interval (a broker drops the message once it has passed; on
+        3.1.1 there is none and the receiver checks the payload's `deadline`)."""
+        props: Properties | None = None
+        if self._v5 and expiry_s is not None:
+            props = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
+            props.MessageExpiryInterval = expiry_s
+        info = self._client.publish(topic, payload, qos=qos, retain=retain, properties=props)
         if info.rc not in (MQTTErrorCode.MQTT_ERR_SUCCESS, MQTTErrorCode.MQTT_ERR_NO_CONN):
             log.warning("publish on %s not queued: %s", topic, paho.error_string(info.rc))
         return int(info.mid)

@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from typing import Any, Protocol
 
 import sqlite_utils
 
 from a2a_common import jsonx
-from a2a_common.clock import Clock, iso
+from a2a_common.clock import Clock, iso, parse_iso
 from a2a_common.sqlite import Migration
 
 log = logging.getLogger(__name__)
+_SAFE_STOP = '"safe_stop":true'  # as jsonx writes it
 
 
 def _create(db: sqlite_utils.Database) -> None:
@@ -51,7 +53,15 @@ MIGRATIONS_2 = [Migration("edge_0002_inbox_seen_at_index", _v2)]
 
 
 class Wire(Protocol):
-    def publish(self, topic: str, payload: bytes, *, qos: int = 1, retain: bool = False) -> int: ...
+    def publish(
+        self,
+        topic: str,
+        payload: bytes,
+        *,
+        qos: int = 1,
+        retain: bool = False,
+        expiry_s: int | None = None,
+    ) -> int: ...
 
 
 class DurableOutbox:
@@ -64,6 +74,26 @@ class DurableOutbox:
         self._in_flight: dict[int, int] = {}  # paho mid -> row id
         self._last_handed = 0  # rows are handed in id order, each once per process
         self._acked: list[int] = []
+        self._expiring = ""  # topics under it carry a `deadline`: they expire (SPEC 4.2)
+
+    def expire_under(self, prefix: str) -> None:
+        """Rows on topics under `prefix` (task commands) are sent with an MQTT 5 message expiry
+        of the time left to their `deadline`, and never once it has passed; a `safe_stop`
+        command never expires (SPEC 4.2)."""
+        self._expiring = prefix
+
+    def _expiry(self, topic: str, payload: str) -> tuple[bool, int | None]:
+        """(send it, its expiry in whole seconds or None)."""
+        if not self._expiring or not topic.startswith(self._expiring):
+            return True, None
+        body = json.loads(payload)
+        if not isinstance(body, dict) or body.get("safe_stop") is True:
+            return True, None
+        deadline = body.get("deadline")
+        if not isinstance(deadline, str):
+            return True, None
+        left = (parse_iso(deadline) - self._clock.now()).total_seconds()
+        return left > 0, max(1, math.ceil(left))
 
     def attach(self, wire: Wire) -> None:
         self._wire = wire
@@ -87,9 +117,17 @@ class DurableOutbox:
             [self._last_handed],
         ).fetchall()
         sent = 0
+        rows.sort(key=lambda r: (_SAFE_STOP not in r[2], r[0]))  # safe stops go first
         for row_id, topic, payload, qos, retain in rows:
-            mid = self._wire.publish(topic, payload.encode("utf-8"), qos=qos, retain=bool(retain))
-            self._last_handed = row_id
+            self._last_handed = max(self._last_handed, row_id)
+            send, expiry_s = self._expiry(topic, payload)
+            if not send:  # a command past its deadline is never sent (SPEC 4.2)
+                log.warning("command on %s dropped unsent: past its deadline", topic)
+                self._delete(row_id)
+                continue
+            mid = self._wire.publish(
+                topic, payload.encode("utf-8"), qos=qos, retain=bool(retain), expiry_s=expiry_s
+            )
             if qos == 0:
                 self._delete(row_id)
             else:

@@ -14,6 +14,7 @@ class TaskPublisher:
     def __init__(self, *, topics: Topics, outbox: DurableOutbox) -> None:
         self._topics = topics
         self._outbox = outbox
+        outbox.expire_under(topics.task_command(""))  # commands expire (SPEC 4.2)
 
     def publish(self, message: Message) -> None:
         """Inside the caller's transaction, like every outbox write."""

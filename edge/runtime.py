@@ -25,6 +25,7 @@ from a2a_common import jsonx
 from a2a_common.clock import iso, parse_iso
 from a2a_common.sqlite import StorageUnavailable, schema_version
 from edge import __version__, reload
+from edge.alarm import alarm_body, alarm_line, watch_alarms
 from edge.app import DeviceApp
 from edge.config import Settings, load_settings
 from edge.errors import ConfigError
@@ -99,6 +100,7 @@ class Runtime:
         )
         self._heartbeat_error = ""
         self._published_problems: list[str] = []
+        self._alarms: list[str] = []  # unconfirmed cancels (edge/alarm.py)
         self._exit_code = 0
         self._intake_task: asyncio.Task[None] | None = None
 
@@ -111,6 +113,8 @@ class Runtime:
         }
         if state == "online" and self._warnings:
             body["warnings"] = self._warnings
+        if state == "online" and self._alarms:
+            body["alarm"] = alarm_body(self._alarms)
         if state == "online" and self._problems():
             body["health"] = "degraded"
             body["problems"] = self._problems()
@@ -162,6 +166,7 @@ class Runtime:
             asyncio.create_task(app.replayer.run()),
             asyncio.create_task(self._retention()),
             asyncio.create_task(app.checkpointer.run()),
+            asyncio.create_task(watch_alarms(app.tm.alarms, self._on_alarm)),
         ]
         await self._stop.wait()
         self._intake.stop()  # held messages stay unacked: the broker keeps them
@@ -356,7 +361,17 @@ class Runtime:
             f" sync outbox {self._app.sync.pending()}{self._app.checkpointer.note()}"
         )
         problems = self._problems()
-        return f"degraded: {'; '.join(problems)}; {line}" if problems else line
+        line = f"degraded: {'; '.join(problems)}; {line}" if problems else line
+        return alarm_line(self._alarms) + line
+
+    def _on_alarm(self, task_ids: list[str]) -> None:
+        """SPEC 4.2: the retained status and STATUS= carry the alarm until an agent confirms."""
+        self._alarms = task_ids
+        if self._broker_up:
+            self._channel.publish(
+                self._app.topics.runtime_status, self._status("online"), retain=True
+            )
+        self._notifier.status(self._status_line())
 
     # --- channel events (loop thread) -------------------------------------------------------
     def _on_connected(self, session_present: bool) -> None:

@@ -11,6 +11,7 @@ from cache import schema as cache_schema
 from edge import consent, inbox, outbound
 from sync import outbox
 from taskmanager import store as taskmanager_store
+from taskmanager import watch as taskmanager_watch
 
 MIGRATIONS: list[Migration] = [
     *outbound.MIGRATIONS,  # 1 edge_0001_mqtt_outbox_inbox
@@ -25,4 +26,5 @@ MIGRATIONS: list[Migration] = [
     *inbox.MIGRATIONS_2,  # 11 edge_0004_inbox_seen_answers
     *cache_schema.MIGRATIONS_4,  # 12 cache_0004_text_categories
     *consent.MIGRATIONS,  # 13 edge_0005_consent_register
+    *taskmanager_watch.MIGRATIONS,  # 15 taskmanager_0003_cancel_confirm (14: the memory helper's)
 ]

@@ -170,6 +170,7 @@ def _task_manager(
         catalog=catalog,
         publisher=publisher,
         ask_timeout_s=settings.taskmanager.ask_timeout_s,
+        cancel_confirm_s=settings.taskmanager.cancel_confirm_s,
         held_capabilities=register.capabilities,
         effects=load_effects(catalog, settings.experience.effects_file),
         mode=settings.experience.mode,

@@ -6,14 +6,16 @@ By default (`auto`) a task runs in the simulated `World`: travel time between ro
 drain and docking, purifier modes, timed content/vital sessions, RUNNING then PROGRESS then
 COMPLETED with a growing `seq`, and `P/device/context` (retained) after every change and on
 every connect. Scripted faults per operation: `fail`, `block`, `silent` (never answers), `hold`
-(RUNNING until cancelled or `complete()`), `needs_input`, `duplicate` (every callback twice),
+(RUNNING until cancelled or `complete()`), `hung` (RUNNING, and a cancel is never confirmed:
+the cancel hook hangs until `release()`; SPEC 4.2's escalation is tested with it), `needs_input`, `duplicate` (every callback twice),
 `out_of_order` (COMPLETED before the last PROGRESS), `instant`, `complete` (fixed time, no
 world). `duplicate` and `out_of_order` break the protocol on purpose (the runtime's dedupe is
 tested with them), through the helper's low-level `Task.callback` / `publish_callback`.
 
 The helper dedupes on `task_id` (a command seen again is not executed again; its latest
 callback is published once more) and honours cancels (CANCELLED; nothing else is sent after
-the cancel arrived). `press_pui()` simulates the physical cancel button.
+the cancel arrived). A `safe_stop` command (SPEC 4.2) completes at once unless its operation is
+scripted otherwise. `press_pui()` simulates the physical cancel button.
 """
 
 from __future__ import annotations
@@ -114,6 +116,7 @@ class DeviceAgents:
         self.cancels: list[dict[str, Any]] = []
         self.received_at: dict[str, float] = {}  # monotonic, first delivery of each command
         self.completed_at: dict[str, float] = {}  # monotonic, COMPLETED published (instant)
+        self._hung: dict[str, threading.Event] = {}  # task_id -> released (the `hung` fault)
         self._lock = threading.Condition()
         self.agent = DeviceAgent(
             root,
@@ -128,7 +131,7 @@ class DeviceAgents:
             on_connect=lambda _session_present: self.publish_context(),
         )
         # it never blocks (timers and world threads do the waiting): run it on the dispatcher
-        self.agent.handle("*", "*", self._execute, inline=True)
+        self.agent.handle("*", "*", self._execute, on_cancel=self._on_cancel, inline=True)
         try:
             self.agent.start(10)
         except ConnectionError as exc:
@@ -161,7 +164,16 @@ class DeviceAgents:
         behavior = self.behavior(task.command)
         if behavior.kind == "silent":
             return
-        if behavior.kind == "instant":
+        if behavior.kind == "hung":
+            with self._lock:
+                self._hung.setdefault(task.task_id, threading.Event())
+            self._send(task, "RUNNING", {})
+            return
+        if behavior.kind == "instant" or (
+            task.command.get("safe_stop") is True
+            and behavior.kind == "auto"
+            and task.command.get("capability_id") != "air_purifier"
+        ):
             self._instant(task)
             return
         if behavior.kind in ("auto", "duplicate", "out_of_order"):
@@ -233,6 +245,19 @@ class DeviceAgents:
             task.report(status, **extra)
             self._lock.notify_all()
 
+    def _on_cancel(self, task: Task) -> None:
+        """The helper reports CANCELLED when this returns; a `hung` task's hook waits for
+        `release()` (at most a minute: the helper's cancel pool has two threads)."""
+        with self._lock:
+            released = self._hung.get(task.task_id)
+        if released is not None:
+            released.wait(60)
+
+    def release(self, task_id: str) -> None:
+        """A `hung` agent comes back: the cancel it sat on is confirmed (CANCELLED)."""
+        with self._lock:
+            self._hung.setdefault(task_id, threading.Event()).set()
+
     def publish_context(self, client: paho.Client | None = None) -> None:
         """`P/device/context`, retained: the latest state of the robot."""
         if client is None:
@@ -293,4 +318,7 @@ class DeviceAgents:
             return {task_id: record.deliveries for task_id, record in self.tasks.items()}
 
     def close(self) -> None:
+        with self._lock:
+            for released in self._hung.values():
+                released.set()
         self.agent.close()

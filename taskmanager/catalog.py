@@ -100,8 +100,17 @@ def _evidence(entries: list[Any]) -> tuple[EvidenceKey, ...]:
 
 
 class Catalog:
-    def __init__(self, operations: dict[tuple[str, str], Operation]) -> None:
+    def __init__(
+        self, operations: dict[tuple[str, str], Operation], safe_stops: dict[str, str] | None = None
+    ) -> None:
         self._ops = operations
+        self._stops = dict(safe_stops or {})
+
+    def safe_stop(self, capability_id: str) -> Operation | None:
+        """The operation that brings this capability to a safe stop when a cancel is not
+        confirmed (SPEC 4.1, 4.2); None when the catalog names none."""
+        op = self._stops.get(capability_id)
+        return self._ops.get((capability_id, op)) if op else None
 
     def get(self, capability_id: str, operation_id: str) -> Operation | None:
         return self._ops.get((capability_id, operation_id))
@@ -113,14 +122,35 @@ class Catalog:
         return len(self._ops)
 
 
+def _safe_stop(cap: str, operations: dict[str, Any], source: str) -> str | None:
+    """A capability's `safe_stop` (SPEC 4.1): one of its own operations, which needs no
+    consent and is not itself cancelable (a stop is never called back)."""
+    name = operations.get("safe_stop")
+    if name is None:
+        return None
+    where = f"{source}:{cap}.safe_stop"
+    spec = operations.get(name) if isinstance(name, str) and name != "safe_stop" else None
+    if not isinstance(spec, dict):
+        raise CatalogError(where, "must name an operation of this capability")
+    if spec.get("requires_consent") or spec.get("cancelable", True):
+        raise CatalogError(where, f"{name} must need no consent and be cancelable: false")
+    return str(name)
+
+
 def parse_catalog(data: object, source: str) -> Catalog:
     if not isinstance(data, dict) or not data:
         raise CatalogError(source, "must be a non-empty object of capabilities")
     ops: dict[tuple[str, str], Operation] = {}
+    stops: dict[str, str] = {}
     for cap, operations in data.items():
         if not isinstance(operations, dict) or not operations:
             raise CatalogError(f"{source}:{cap}", "must be a non-empty object of operations")
+        stop = _safe_stop(cap, operations, source)
+        if stop is not None:
+            stops[cap] = stop
         for op, spec in operations.items():
+            if op == "safe_stop":
+                continue
             try:
                 model = _OperationModel.model_validate(spec)
             except ValidationError as exc:
@@ -137,7 +167,7 @@ def parse_catalog(data: object, source: str) -> Catalog:
                 model.requires_consent,
                 _evidence(model.terminal_evidence),
             )
-    return Catalog(ops)
+    return Catalog(ops, stops)
 
 
 def load_catalog(path: str = "") -> Catalog:

@@ -44,10 +44,12 @@ from taskmanager.events import (
     Trace,
 )
 from taskmanager.evidence import screen_evidence
-from taskmanager.model import Workflow
+from taskmanager.model import Workflow, workflow_from_json
 from taskmanager.redact import without_words
 from taskmanager.store import WorkflowStore
 from taskmanager.validate import Rejected, validate_replan, validate_task, validate_workflow
+from taskmanager.watch import CancelWatches
+from taskmanager.watch import Outcome as WatchOutcome
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +111,7 @@ class TaskManager:
         held_capabilities: Callable[[], frozenset[str]] | None = None,
         effects: EffectCatalog | None = None,
         mode: str = "enforce",
+        cancel_confirm_s: float = 2.0,
     ) -> None:
         self._db = db
         self._effects = effects if effects is not None else _default_effects(catalog)
@@ -123,17 +126,24 @@ class TaskManager:
         self.store = WorkflowStore(db=db)
         self.board = Board()
         self._warned = DropWarnings()
+        self.watches = CancelWatches(db=db, catalog=catalog, window_s=cancel_confirm_s)
 
     def reload(self) -> int:
         self.board = self.store.load_active()
+        self.watches.load()
         return len(self.board.workflows)
+
+    def alarms(self) -> list[str]:
+        """Tasks whose cancel was never confirmed (SPEC 4.2): the body may still be moving."""
+        return self.watches.alarms()
 
     @property
     def catalog(self) -> Catalog:
         return self._catalog
 
     def next_deadline(self) -> datetime | None:
-        return next_deadline(self.board)
+        instants = [t for t in (next_deadline(self.board), self.watches.next_due()) if t]
+        return min(instants, default=None)
 
     def active_ids(self) -> list[str]:
         return sorted(
@@ -150,6 +160,8 @@ class TaskManager:
         with self._db.atomic():
             for wf in outcome.changed:
                 self.store.save(wf, now)
+            cancels = [e for e in outcome.effects if isinstance(e, CancelTask)]
+            self.watches.record(cancels, outcome.changed, now)  # SPEC 4.2: confirmed, not assumed
             for effect in outcome.effects:
                 if isinstance(effect, Command | CancelTask | Emit):
                     self._out.publish(effect)
@@ -272,6 +284,8 @@ class TaskManager:
         workflow_id, _, step_id = cb.task_id.rpartition(":")
         wf = self.board.workflows.get(workflow_id)
         step = wf.step(step_id) if wf else None
+        if (step is None or step.terminal) and self.watches.find(cb.task_id):
+            return self._confirm(cb)
         operation = self._catalog.get(step.capability_id, step.operation_id) if step else None
         screened = screen_evidence(operation, cb.evidence)
         if screened.dropped and operation is not None:
@@ -285,15 +299,51 @@ class TaskManager:
             )
         )
 
-    def verdict(self, task_id: str, seq: int) -> str:
-        """What a callback is before it is applied: `apply` (its task runs), `duplicate` (a
-        seq at or below the last applied one of an ended task), `terminal` (a new seq for an
-        ended task: refused, SPEC 2.4) or `unknown` (no such task here)."""
+    def _confirm(self, cb: Callback) -> Result:
+        """A callback of a cancelled task (or of its safe stop) whose body is not yet confirmed
+        stopped: a terminal one is the confirmation (SPEC 4.2), never refused."""
+        watch = self.watches.find(cb.task_id)
+        assert watch is not None
+        stop = cb.task_id != watch.task_id
+        op = watch.stop_operation if stop else watch.operation_id
+        screened = screen_evidence(self._catalog.get(watch.capability_id, op or ""), cb.evidence)
+        now = self._clock.now()
+        with self._db.atomic():
+            out = self.watches.callback(
+                cb.task_id, cb.seq, cb.status, screened.kept, now, self._workflow
+            )
+            return self._carry(out, now)
+
+    def _workflow(self, workflow_id: str) -> Workflow | None:
+        """Active on the board, else as it ended on disk (None once pruned or forgotten)."""
+        wf = self.board.workflows.get(workflow_id)
+        if wf is not None:
+            return wf
+        doc = self.store.get(workflow_id)
+        return workflow_from_json(doc) if doc and doc.get("status") != "rejected" else None
+
+    def _carry(self, out: WatchOutcome, now: datetime) -> Result:
+        """Inside the caller's transaction: a watch's messages, traces and reports."""
+        for message in out.messages:
+            self._out.publish(message)
+        for workflow_id, kind, detail in out.traces:
+            wf = self._workflow(workflow_id)
+            self.store.trace(workflow_id, now, wf.etag if wf else None, kind, detail)
+        return Result(reports=out.reports, commands=sum(isinstance(m, Command) for m in out.messages))
+
+    def verdict(self, task_id: str, seq: int, status: str = "") -> str:
+        """What a callback is before it is applied: `apply` (its task runs, or a cancelled
+        task confirms its stop, SPEC 4.2), `duplicate` (a seq at or below the last applied one
+        of an ended task), `terminal` (a new seq for an ended task: refused, SPEC 2.4) or
+        `unknown` (no such task here)."""
         workflow_id, _, step_id = task_id.rpartition(":")
         wf = self.board.workflows.get(workflow_id)
         step = wf.step(step_id) if wf else None
         if step is not None and not step.terminal:
             return "apply"
+        watched = self.watches.verdict(task_id, seq, status)
+        if watched is not None:
+            return "apply" if watched == "confirm" else watched
         last = step.last_seq if step is not None else self.store.last_seq(task_id)
         if last is None:
             return "unknown"
@@ -330,7 +380,14 @@ class TaskManager:
         return sorted(found)
 
     def tick(self) -> Result:
-        return self._apply(Tick())
+        """Deadlines that passed fire; so do cancel confirmation windows (SPEC 4.2)."""
+        result = self._apply(Tick())
+        now = self._clock.now()
+        due = self.watches.next_due()
+        if due is not None and now >= due:
+            with self._db.atomic():
+                result.merge(self._carry(self.watches.due(now, self._workflow), now))
+        return result
 
     def observe(self, observation: Observe) -> Result:
         """A semantic observation (SPEC §4.6) into the workflows that subscribe to its kind."""

@@ -40,7 +40,15 @@ class Wire:
     def __init__(self) -> None:
         self.sent: list[tuple[str, Any]] = []
 
-    def publish(self, topic: str, payload: bytes, *, qos: int = 1, retain: bool = False) -> int:
+    def publish(
+        self,
+        topic: str,
+        payload: bytes,
+        *,
+        qos: int = 1,
+        retain: bool = False,
+        expiry_s: int | None = None,
+    ) -> int:
         self.sent.append((topic, json.loads(payload)))
         return len(self.sent)
 

@@ -18,7 +18,15 @@ class RecordingWire:
     def __init__(self) -> None:
         self.sent: list[tuple[str, bytes, int, bool]] = []
 
-    def publish(self, topic: str, payload: bytes, *, qos: int = 1, retain: bool = False) -> int:
+    def publish(
+        self,
+        topic: str,
+        payload: bytes,
+        *,
+        qos: int = 1,
+        retain: bool = False,
+        expiry_s: int | None = None,
+    ) -> int:
         self.sent.append((topic, payload, qos, retain))
         return len(self.sent)
 

@@ -1,0 +1,205 @@
+"""A cancel is confirmed, not assumed; commands expire (SPEC §4.2). Through the real process:
+Mosquitto, the sim cloud, device agents that confirm, hang, or are away."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from sim.broker import Mosquitto
+from sim.cloud import SimCloud
+from sim.devices import Behavior, DeviceAgents
+from sim.probe import MqttProbe
+from tests.conftest import ROOT, RuntimeFactory, StateRows, eventually, workflow_event
+
+MOVE = "wf-c:step_move"
+STOP = MOVE + "~safe_stop"
+WINDOW_S = 0.5  # taskmanager.cancel_confirm_s in these tests
+CONFIRM = {"taskmanager": {"cancel_confirm_s": WINDOW_S}}
+
+
+def move(workflow_id: str = "wf-c", **step: Any) -> dict[str, Any]:
+    return {
+        "workflow_id": workflow_id,
+        "steps": [
+            {
+                "step_id": "step_move",
+                "capability_id": "mobility",
+                "operation_id": "move_to_room",
+                "args": {"room": "안방"},
+                **step,
+            }
+        ],
+    }
+
+
+def status(probe: MqttProbe, alarmed: bool) -> Any:
+    return probe.wait_for(
+        f"{ROOT}/runtime/status", lambda b: b.get("state") == "online" and ("alarm" in b) == alarmed
+    )
+
+
+def start_moving(probe: MqttProbe, agents: DeviceAgents, workflow_id: str = "wf-c") -> None:
+    probe.publish(f"{ROOT}/workflow/request", move(workflow_id))
+    workflow_event(probe, workflow_id, "RUNNING")
+
+
+def press(probe: MqttProbe, event_id: str = "pui-1") -> float:
+    pressed = time.monotonic()
+    probe.publish(f"{ROOT}/pui/event", {"event_id": event_id, "kind": "cancel"})
+    result = probe.wait_for(f"{ROOT}/pui/result", lambda b: b["event_id"] == event_id)
+    assert result["status"] == "cancelled"  # for the user it is cancelled at the press
+    return pressed
+
+
+def test_an_agents_own_cancelled_is_the_confirmation_not_a_refusal(
+    runtime_factory: RuntimeFactory,
+    probe: MqttProbe,
+    devices: DeviceAgents,
+    state_rows: StateRows,
+) -> None:
+    """On main the helper's CANCELLED after the runtime's cancel was refused `task_terminal`."""
+    devices.behaviors["mobility.move_to_room"] = Behavior("hold")
+    runtime_factory(**CONFIRM)
+    start_moving(probe, devices)
+    press(probe)
+    devices.wait_for(lambda d: d.tasks[MOVE].task.terminal)
+    confirmed = eventually(
+        lambda: state_rows(
+            "SELECT detail FROM workflow_trace WHERE kind = 'cancel_confirmed'"
+            " AND workflow_id = 'wf-c'"
+        )
+    )
+    assert '"body_status":"CANCELLED"' in confirmed[0][0]
+    assert not [e for e in probe.messages(f"{ROOT}/runtime/error") if e["error"] == "task_terminal"]
+    assert state_rows("SELECT count(*) FROM cancel_watch") == [(0,)]
+    assert len([c for c in devices.cancels if c["task_id"] == MOVE]) == 1  # no re-send needed
+
+
+def test_a_hung_agent_gets_the_cancel_again_then_the_safe_stop_and_the_alarm_clears_late(
+    runtime_factory: RuntimeFactory,
+    probe: MqttProbe,
+    devices: DeviceAgents,
+    cloud: SimCloud,
+) -> None:
+    devices.behaviors["mobility.move_to_room"] = Behavior("hung")
+    devices.behaviors["mobility.stop"] = Behavior("silent")  # the stop is not confirmed either
+    runtime = runtime_factory(**CONFIRM)
+    start_moving(probe, devices)
+    pressed = press(probe)
+    devices.wait_for(lambda d: STOP in d.tasks, timeout_s=5)
+    stopped_after = time.monotonic() - pressed
+    cancels = [c for c in devices.cancels if c["task_id"] == MOVE]
+    assert len(cancels) == 2 and cancels[0] == cancels[1]  # one re-send, then the stop
+    assert 2 * WINDOW_S <= stopped_after < 2 * WINDOW_S + 1.0, stopped_after
+    command = devices.tasks[STOP].command
+    assert command["operation_id"] == "stop" and command["safe_stop"] is True
+    shown = workflow_event(probe, "wf-c", "CANCEL_UNCONFIRMED")
+    assert shown["task_id"] == MOVE and shown["workflow_status"] == "cancelled"
+    alarm = status(probe, alarmed=True)["alarm"]
+    assert alarm == {"kind": "cancel_unconfirmed", "task_ids": [MOVE]}
+    assert runtime.wait_line("ALARM cancel unconfirmed", 5)
+    told = eventually(
+        lambda: [
+            r["body"]
+            for r in cloud.requests("/v1/a2a/workflow/events")
+            if r["body"]["event"]["status"] == "CANCEL_UNCONFIRMED"
+        ]
+    )
+    assert told[0]["event"]["safe_stop"] == "mobility.stop"
+
+    devices.release(MOVE)  # the agent comes back: its CANCELLED confirms, the alarm clears
+    assert workflow_event(probe, "wf-c", "CANCEL_CONFIRMED")["reason"] == "cancelled"
+    assert "alarm" not in status(probe, alarmed=False)
+
+
+def test_a_late_completed_after_the_cancel_is_recorded_as_what_the_body_did(
+    runtime_factory: RuntimeFactory,
+    probe: MqttProbe,
+    devices: DeviceAgents,
+    state_rows: StateRows,
+    cloud: SimCloud,
+) -> None:
+    """On main the COMPLETED was refused `task_terminal` and nobody learned the robot arrived."""
+    devices.behaviors["mobility.move_to_room"] = Behavior("hung")
+    runtime_factory(taskmanager={"cancel_confirm_s": 5})
+    start_moving(probe, devices)
+    press(probe)
+    devices.wait_for(lambda d: any(c["task_id"] == MOVE for c in d.cancels))
+    devices.complete(MOVE)  # the body finished the move before the cancel took
+    done = workflow_event(probe, "wf-c", "CANCEL_CONFIRMED")
+    assert (done["reason"], done["workflow_status"]) == ("completed", "cancelled")
+    trace = state_rows("SELECT detail FROM workflow_trace WHERE kind = 'cancel_confirmed'")
+    assert '"body_status":"COMPLETED"' in trace[0][0] and '"arrived_room":"안방"' in trace[0][0]
+    told = eventually(
+        lambda: [
+            r["body"]["event"]
+            for r in cloud.requests("/v1/a2a/workflow/events")
+            if r["body"]["event"]["status"] == "CANCEL_CONFIRMED"
+        ]
+    )
+    assert told[0]["evidence"] == {"arrived_room": "안방"}
+    assert not [e for e in probe.messages(f"{ROOT}/runtime/error") if e["error"] == "task_terminal"]
+    (step,) = [
+        s for s in __import__("json").loads(
+            state_rows("SELECT doc FROM workflows WHERE workflow_id = 'wf-c'")[0][0]
+        )["steps"]
+    ]
+    assert step["status"] == "CANCELLED"  # for the user it stays cancelled
+
+
+def test_a_restart_between_cancel_and_confirmation_still_escalates_on_time(
+    runtime_factory: RuntimeFactory,
+    probe: MqttProbe,
+    devices: DeviceAgents,
+) -> None:
+    devices.behaviors["mobility.move_to_room"] = Behavior("hung")
+    devices.behaviors["mobility.stop"] = Behavior("silent")
+    runtime = runtime_factory(taskmanager={"cancel_confirm_s": 1.0})
+    start_moving(probe, devices)
+    pressed = press(probe)
+    runtime.kill()  # before the first window ends
+    gone = time.monotonic() - pressed
+    assert gone < 1.0, gone
+    time.sleep(max(0.0, 2.2 - gone))  # the runtime stays down past both windows
+    runtime.start()
+    devices.wait_for(lambda d: STOP in d.tasks, timeout_s=10)
+    cancels = [c for c in devices.cancels if c["task_id"] == MOVE]
+    assert len(cancels) == 2  # the re-send and the stop at once: both windows had passed
+    assert "alarm" in status(probe, alarmed=True)
+
+
+def test_a_command_held_past_its_deadline_is_never_delivered(
+    runtime_factory: RuntimeFactory, probe: MqttProbe, broker: Mosquitto
+) -> None:
+    """MQTT 5: the broker drops a command whose expiry passed while its agent was away (on
+    main it carried no expiry and was delivered, stale, on reconnect)."""
+    agents = DeviceAgents(broker.port, ROOT)
+    agents.close()  # away: the broker keeps its session and queues for it
+    runtime_factory(**CONFIRM)
+    probe.publish(f"{ROOT}/workflow/request", move(timeout_s=1))
+    workflow_event(probe, "wf-c", "TIMEOUT")
+    time.sleep(0.2)  # the 1 s expiry (whole seconds, rounded up) has passed for sure
+    back = DeviceAgents(broker.port, ROOT)
+    try:
+        back.wait_for(lambda d: any(c["task_id"] == MOVE for c in d.cancels))
+        assert MOVE not in back.order  # the cancel, queued after it, came; the command not
+    finally:
+        back.close()
+
+
+def test_on_mqtt_311_the_helper_drops_a_stale_command(
+    runtime_factory: RuntimeFactory, probe: MqttProbe, broker: Mosquitto
+) -> None:
+    agents = DeviceAgents(broker.port, ROOT, protocol="3.1.1")
+    agents.close()
+    runtime_factory(mqtt={"protocol": "3.1.1"}, **CONFIRM)
+    probe.publish(f"{ROOT}/workflow/request", move(timeout_s=1))
+    workflow_event(probe, "wf-c", "TIMEOUT")
+    back = DeviceAgents(broker.port, ROOT, protocol="3.1.1")
+    try:
+        back.wait_for(lambda d: any(c["task_id"] == MOVE for c in d.cancels))
+        assert MOVE not in back.order  # delivered by the broker, dropped by the helper
+        back.wait_for(lambda d: STOP in d.tasks, timeout_s=5)  # a safe stop never expires
+    finally:
+        back.close()
