@@ -70,8 +70,8 @@ class DeviceAgent:
     `session_expiry_s`, or 3.1.1 clean_session=false): commands sent while the agent restarts
     wait in the broker. `auto_running` sends RUNNING the moment a command arrives, well within
     its `ack_deadline`; turn it off to send RUNNING yourself. Commands past their `deadline`
-    are dropped (`drop_expired`; MQTT 3.1.1 brokers keep them), never a `safe_stop` one. `history` bounds how many ended
-    tasks are remembered for dedupe.
+    are dropped (`drop_expired`; MQTT 3.1.1 brokers keep them), never a `safe_stop` one.
+    `history` bounds how many ended tasks are remembered for dedupe.
     """
 
     def __init__(

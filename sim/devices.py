@@ -7,7 +7,8 @@ drain and docking, purifier modes, timed content/vital sessions, RUNNING then PR
 COMPLETED with a growing `seq`, and `P/device/context` (retained) after every change and on
 every connect. Scripted faults per operation: `fail`, `block`, `silent` (never answers), `hold`
 (RUNNING until cancelled or `complete()`), `hung` (RUNNING, and a cancel is never confirmed:
-the cancel hook hangs until `release()`; SPEC 4.2's escalation is tested with it), `needs_input`, `duplicate` (every callback twice),
+the cancel hook hangs until `release()`; SPEC 4.2's escalation is tested with it),
+`needs_input`, `duplicate` (every callback twice),
 `out_of_order` (COMPLETED before the last PROGRESS), `instant`, `complete` (fixed time, no
 world). `duplicate` and `out_of_order` break the protocol on purpose (the runtime's dedupe is
 tested with them), through the helper's low-level `Task.callback` / `publish_callback`.

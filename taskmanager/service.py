@@ -329,7 +329,9 @@ class TaskManager:
         for workflow_id, kind, detail in out.traces:
             wf = self._workflow(workflow_id)
             self.store.trace(workflow_id, now, wf.etag if wf else None, kind, detail)
-        return Result(reports=out.reports, commands=sum(isinstance(m, Command) for m in out.messages))
+        return Result(
+            reports=out.reports, commands=sum(isinstance(m, Command) for m in out.messages)
+        )
 
     def verdict(self, task_id: str, seq: int, status: str = "") -> str:
         """What a callback is before it is applied: `apply` (its task runs, or a cancelled

@@ -3,11 +3,13 @@ paho (the e2e tests cover the real broker)."""
 
 from __future__ import annotations
 
+import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from a2a_common.clock import ManualClock
+from a2a_common.clock import ManualClock, iso
 from a2a_common.sqlite import open_state_db
 from edge.inbox import InboxDedupe
 from edge.outbound import DurableOutbox
@@ -76,3 +78,47 @@ def test_dedupe_marks_inside_the_transaction(tmp_path: Path) -> None:
     with db.atomic():
         dedupe.mark("turn:1", "a/turn/request")
     assert dedupe.seen("turn:1")
+
+
+class ExpiryWire(RecordingWire):
+    def __init__(self) -> None:
+        super().__init__()
+        self.expiries: dict[str, int | None] = {}
+
+    def publish(
+        self,
+        topic: str,
+        payload: bytes,
+        *,
+        qos: int = 1,
+        retain: bool = False,
+        expiry_s: int | None = None,
+    ) -> int:
+        self.expiries[json.loads(payload)["task_id"]] = expiry_s
+        return super().publish(topic, payload, qos=qos, retain=retain)
+
+
+def test_commands_expire_at_their_deadline_and_safe_stops_never(tmp_path: Path) -> None:
+    """SPEC 4.2: the expiry is the time left to `deadline` when handed to paho; a row whose
+    deadline passed (a restart, a broker outage) is dropped unsent; a safe stop goes first and
+    never expires."""
+    db = open_state_db(tmp_path / "state.db", MIGRATIONS)
+    clock = ManualClock(datetime(2026, 6, 24, 20, 0, tzinfo=UTC))
+    outbox = DurableOutbox(db=db, clock=clock)
+    outbox.expire_under("a/r/task/command/")
+    wire = ExpiryWire()
+    outbox.attach(wire)
+    at = clock.now()
+    with db.atomic():
+        for task_id, deadline_s in (("stale", 5), ("fresh", 125)):
+            deadline = iso(at + timedelta(seconds=deadline_s))
+            outbox.enqueue("a/r/task/command/mobility", {"task_id": task_id, "deadline": deadline})
+        outbox.enqueue("a/r/task/cancel/mobility", {"task_id": "cancel"})
+        stop = {"task_id": "stop", "deadline": iso(at), "safe_stop": True}
+        outbox.enqueue("a/r/task/command/mobility", stop)
+    clock.advance(10.5)  # the broker was away 10.5 s
+    assert outbox.flush() == 3
+    assert list(wire.expiries) == ["stop", "fresh", "cancel"]  # the stop first, the stale never
+    assert wire.expiries == {"stop": None, "fresh": 115, "cancel": None}
+    assert outbox.pending() == 3  # the stale row is gone, the others wait for their PUBACK
+    db.close()

@@ -57,7 +57,7 @@ def test_the_safe_stop_command_never_expires_and_names_what_it_stops() -> None:
     assert body["operation_id"] == "stop" and body["safe_stop"] is True
     assert body["task_id"] == TASK + "~safe_stop" and body["stops_task_id"] == TASK
     assert alarm.safe_stop == "mobility.stop"
-    _, [_, bare] = on_due(watch, T0, 2.0, None)  # no safe stop in the catalog: the alarm still
+    _, [bare] = on_due(watch, T0, 2.0, None)  # no safe stop in the catalog: the alarm still
     assert isinstance(bare, Unconfirmed) and bare.safe_stop is None
 
 
@@ -111,7 +111,9 @@ def test_a_bad_safe_stop_stops_the_start(mobility: dict[str, Any], says: str) ->
 
 def test_the_shipped_catalog_names_a_safe_stop_for_every_capability() -> None:
     catalog = load_catalog()
-    stops = {cap: op.operation_id for cap in catalog.capabilities() if (op := catalog.safe_stop(cap))}
+    stops = {
+        cap: op.operation_id for cap in catalog.capabilities() if (op := catalog.safe_stop(cap))
+    }
     assert stops == {
         "mobility": "stop",
         "air_purifier": "stop",
