@@ -218,7 +218,7 @@ def test_task_request_runs_as_a_one_step_workflow(tmp_path: Path) -> None:
 
 
 def test_catalog_is_validated() -> None:
-    assert len(load_catalog()) == 9  # 6 capabilities of SPEC §4.1
+    assert len(load_catalog()) == 14  # 6 capabilities of SPEC §4.1, 5 of them with a new stop
     with pytest.raises(CatalogError) as info:
         parse_catalog(
             {"mobility": {"move_to_room": {"timeout_s": -1, "ack_timeout_s": 1}}}, "custom.json"
