@@ -22,6 +22,7 @@ import sqlite_utils
 from a2a_common.clock import Clock, iso
 from taskmanager.board import Board, next_deadline
 from taskmanager.catalog import Catalog
+from taskmanager.confirm import STOP_SUFFIX
 from taskmanager.core import decide
 from taskmanager.droplog import DropWarnings
 from taskmanager.effects import EffectCatalog, load_effects
@@ -346,6 +347,9 @@ class TaskManager:
         watched = self.watches.verdict(task_id, seq, status)
         if watched is not None:
             return "apply" if watched == "confirm" else watched
+        if task_id.endswith(STOP_SUFFIX):  # a safe stop's callback after its cancel confirmed
+            known = self.store.last_seq(task_id.removesuffix(STOP_SUFFIX)) is not None
+            return "duplicate" if known else "unknown"
         last = step.last_seq if step is not None else self.store.last_seq(task_id)
         if last is None:
             return "unknown"
