@@ -47,7 +47,8 @@ def test_demo_plays_every_scene_and_sums_up(broker: str) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     scenes = [e["en"] for e in events if e["kind"] == "scene"]
-    assert len(scenes) == 9 and scenes[0] == "a two-step room workflow"
+    assert len(scenes) == 10 and scenes[0] == "a two-step room workflow"
+    assert scenes[9] == "a cancel nobody confirms"
     assert scenes[6] == "a vital measurement: consent at the robot"
     criteria = [e["criteria"] for e in events if "criteria" in e]  # scenes 8 and 9 (seed 003)
     assert criteria == [
@@ -61,8 +62,8 @@ def test_demo_plays_every_scene_and_sums_up(broker: str) -> None:
     ]
     summary = events[-1]
     assert summary["kind"] == "summary"
-    assert summary["turns"] == {"ok": 14, "offline": 2}
-    assert summary["workflows"] == {"completed": 9, "cancelled": 2}
+    assert summary["turns"] == {"ok": 15, "offline": 2}
+    assert summary["workflows"] == {"completed": 9, "cancelled": 3}
     assert summary["writes_synced"] >= 15 and summary["sync_pending"] == 0
     assert 0 < summary["snapshot_bytes"] <= 4096
     assert summary["preferred_room"] == "안방"
