@@ -26,6 +26,12 @@ class TaskPublisher:
             topic = self._topics.workflow_event
         self._outbox.enqueue(topic, message.payload)
 
+    def owed_cancels(self) -> set[str]:
+        """Task ids of cancels still owed (never PUBACKed): their confirmation window has not
+        really begun (SPEC 4.2)."""
+        rows = self._outbox.rows_under(self._topics.task_cancel(""))
+        return {str(payload.get("task_id")) for _, payload in rows}
+
     def owed_commands(self) -> list[tuple[int, dict[str, Any]]]:
         """Task commands still owed (never PUBACKed), oldest first: (row id, payload)."""
         return self._outbox.rows_under(self._topics.task_command(""))

@@ -171,6 +171,7 @@ def _task_manager(
         publisher=publisher,
         ask_timeout_s=settings.taskmanager.ask_timeout_s,
         cancel_confirm_s=settings.taskmanager.cancel_confirm_s,
+        unsent_cancels=publisher.owed_cancels,
         held_capabilities=register.capabilities,
         effects=load_effects(catalog, settings.experience.effects_file),
         mode=settings.experience.mode,

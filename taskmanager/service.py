@@ -113,6 +113,7 @@ class TaskManager:
         effects: EffectCatalog | None = None,
         mode: str = "enforce",
         cancel_confirm_s: float = 2.0,
+        unsent_cancels: Callable[[], set[str]] | None = None,
     ) -> None:
         self._db = db
         self._effects = effects if effects is not None else _default_effects(catalog)
@@ -128,10 +129,14 @@ class TaskManager:
         self.board = Board()
         self._warned = DropWarnings()
         self.watches = CancelWatches(db=db, catalog=catalog, window_s=cancel_confirm_s)
+        self._unsent = unsent_cancels or set
 
     def reload(self) -> int:
         self.board = self.store.load_active()
         self.watches.load()
+        # a cancel never PUBACKed (the CLI's while no service ran, or one lost to a crash) has
+        # not reached the agent: its window starts again when it goes out
+        self.watches.rearm(self._unsent(), self._clock.now())
         return len(self.board.workflows)
 
     def alarms(self) -> list[str]:

@@ -8,8 +8,8 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
 from typing import Any
 
 import sqlite_utils
@@ -73,6 +73,19 @@ class CancelWatches:
 
     def find(self, task_id: str) -> Watch | None:
         return self.watches.get(task_id.removesuffix(STOP_SUFFIX))
+
+    def rearm(self, task_ids: set[str], now: datetime) -> None:
+        """These tasks' cancels are still owed: their first window starts again from `now`."""
+        for task_id in sorted(task_ids & set(self.watches)):
+            watch = self.watches[task_id]
+            if watch.phase == "sent":
+                again = replace(watch, due_at=now + timedelta(seconds=self.window_s))
+                self.watches[task_id] = again
+                try:  # best effort: a reload runs after failed writes too; a lost re-arm only
+                    with self._db.atomic():  # makes the window end sooner after a restart
+                        self._save(again)
+                except Exception as exc:
+                    log.warning("cancel window of %s re-armed in memory only: %s", task_id, exc)
 
     def next_due(self) -> datetime | None:
         return min((w.due_at for w in self.watches.values() if w.due_at), default=None)
