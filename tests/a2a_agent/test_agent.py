@@ -295,3 +295,24 @@ def test_a_cancel_reaches_its_hook_while_every_worker_is_busy(
         assert final["reason"] == "pui" and stopped == ["pui"]
     finally:
         release.set()
+
+
+def test_a_stale_command_is_dropped_and_a_stale_safe_stop_is_carried_out(
+    agent_factory: AgentFactory, probe: MqttProbe
+) -> None:
+    """SPEC 4.2 on MQTT 3.1.1 (no broker expiry): a command past its `deadline` is not
+    executed; a `safe_stop` command never expires."""
+    ran: list[str] = []
+    agent = agent_factory(protocol="3.1.1")
+    agent.handle("mobility", "*", lambda task: (ran.append(task.task_id), task.completed()))
+    agent.start()
+    past = "2020-01-01T00:00:00Z"
+    for task_id, operation, extra in (
+        ("wf-s:move", "move_to_room", {}),
+        ("wf-s:move~safe_stop", "stop", {"safe_stop": True}),
+    ):
+        command = {"task_id": task_id, "workflow_id": "wf-s", "step_id": "move", "attempt": 1}
+        command |= {"capability_id": "mobility", "operation_id": operation, "args": {}}
+        probe.publish(f"{ROOT}/task/command/mobility", {**command, "deadline": past, **extra})
+    eventually(lambda: "wf-s:move~safe_stop" in ran)
+    assert ran == ["wf-s:move~safe_stop"]  # in arrival order: the stale move came first
