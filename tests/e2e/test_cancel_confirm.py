@@ -70,7 +70,7 @@ def test_an_agents_own_cancelled_is_the_confirmation_not_a_refusal(
     runtime_factory(**CONFIRM)
     start_moving(probe, devices)
     press(probe)
-    devices.wait_for(lambda d: d.tasks[MOVE].task.terminal)
+    eventually(lambda: devices.tasks[MOVE].task.terminal)  # the helper CANCELLED it
     confirmed = eventually(
         lambda: state_rows(
             "SELECT detail FROM workflow_trace WHERE kind = 'cancel_confirmed'"
