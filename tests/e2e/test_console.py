@@ -167,13 +167,15 @@ def test_events_are_live_and_streams_and_connections_are_bounded(
     runtime = runtime_factory()
     with running_console(runtime.config) as console:
         first = _stream(console)
-        _read_event(first, "hello", time.monotonic() + 5)
-        eventually(lambda: _read_event(first, "change", time.monotonic() + 5)["following"])
+        following = _read_event(first, "hello", time.monotonic() + 5)["following"]
+        while not following:  # until the console has subscribed
+            following = _read_event(first, "change", time.monotonic() + 5)["following"]
         plan(cloud, "wf-live")
         probe.turn("t-live", "안방으로 가서 청정해줘")
-        seen = _read_event(first, "change", time.monotonic() + 5)
-        while seen.get("workflow_id") != "wf-live":
-            seen = _read_event(first, "change", time.monotonic() + 1.0)  # within a second
+        probe.wait_for(EVENTS, lambda b: b.get("workflow_id") == "wf-live")
+        deadline = time.monotonic() + 1.0  # the page hears of it within a second
+        while _read_event(first, "change", deadline).get("workflow_id") != "wf-live":
+            pass
         streams = [first] + [_stream(console) for _ in range(MAX_STREAMS - 1)]
         for sock in streams[1:]:
             _read_event(sock, "hello", time.monotonic() + 5)
@@ -224,9 +226,10 @@ def test_snapshot_of_an_utterance_and_what_the_policy_withholds(
     runtime = runtime_factory()  # no consent for health (the default)
     condition = {"key": "condition", "value": "고혈압", "category": "health"}
     room = {"key": "preferred_room", "value": "안방", "category": "preference"}
-    update = memory_update(HEALTH, candidates=[condition, room])
-    cloud.script_turn(memory_update=update)
+    cloud.script_turn(memory_update=memory_update(HEALTH, candidates=[condition]))
     probe.turn("t-health", HEALTH)
+    cloud.script_turn(memory_update=memory_update("안방이 좋아", candidates=[room]))
+    probe.turn("t-room", "안방이 좋아")
     probe.turn("t-s1", "안녕 로봇")
     with running_console(runtime.config) as console:
         path = f"/api/snapshot?utterance={quote('<b>안방</b> 청정')}"

@@ -80,6 +80,7 @@ def test_the_page_follows_workflows_cancels_and_snapshots_live(
     browser: Any,
 ) -> None:
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
 
     runtime = runtime_factory()
     with running_console(runtime.config) as console:
@@ -105,8 +106,8 @@ def test_the_page_follows_workflows_cancels_and_snapshots_live(
         plan(cloud, "wf-b2")
         probe.turn("t-b2", "안방으로 가서 청정해줘")
         _wait(browser, lambda d: _row_status(d, "wf-b2") == "running", LIVE_S)
-        button = 'button.cancel[data-workflow-id="wf-b2"]'
-        browser.find_element(By.CSS_SELECTOR, button).click()
+        button = 'button.cancel[data-workflow-id="wf-b2"]'  # one step: rows are redrawn
+        browser.execute_script(f"document.querySelector('{button}').click()")
         _wait(browser, lambda d: _row_status(d, "wf-b2") == "cancelled", LIVE_S + 5)
         devices.wait_for(lambda d: any(c["workflow_id"] == "wf-b2" for c in d.cancels))
         assert {"task_id": "wf-b2:step_move", "workflow_id": "wf-b2", "reason": "user"} in (
@@ -122,14 +123,13 @@ def test_the_page_follows_workflows_cancels_and_snapshots_live(
 
         _view(browser, "memory")
         box = browser.find_element(By.ID, "utterance")
-        box.send_keys("거실 청정해줘")
-        box.submit()
+        box.send_keys("거실 청정해줘", Keys.ENTER)
         _wait(browser, lambda d: "거실 청정해줘" in d.find_element(By.ID, "snapshot-meta").text)
         before = browser.find_element(By.ID, "snapshot").text
         assert "안방으로 가서 청정해줘" in before
         devices.behaviors["mobility.move_to_room"] = Behavior()
         probe.turn("t-b4", "오늘 날씨 어때")
-        browser.find_element(By.ID, "utterance").submit()
+        browser.find_element(By.CSS_SELECTOR, "#snapshot-form button").click()
         _wait(browser, lambda d: "오늘 날씨 어때" in d.find_element(By.ID, "snapshot").text)
         _shot(browser, "memory")
         for name in ("sync", "health"):
