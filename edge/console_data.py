@@ -63,13 +63,17 @@ PHASE_OF_KIND = {
     "criteria": "terminal",
     "criteria_unmet": "terminal",
     "cancel": "terminal",
+    "finished": "terminal",
 }
 
 
 def phase_of(entry: dict[str, Any]) -> str:
     """Which of the seed's phases a timeline entry belongs to (a label on the page; the
     entries keep the trace's own order)."""
-    if str(entry.get("status", "")).startswith("WORKFLOW_"):
+    status = str(entry.get("status", ""))
+    if status == "WORKFLOW_ACCEPTED":
+        return "admission"
+    if status.startswith("WORKFLOW_"):  # completed, failed, cancelled, rejected
         return "terminal"
     return PHASE_OF_KIND.get(str(entry.get("kind", "")), "steps")
 

@@ -36,7 +36,8 @@ async function getJson(url) {
 }
 
 function fill(tbody, rows) {
-  tbody.replaceChildren(...rows);
+  if (rows.length) tbody.replaceChildren(...rows);
+  else tbody.replaceChildren(el("tr", {}, el("td", { colspan: "7", class: "note" }, "none")));
 }
 
 function fields(dl, obj) {

@@ -55,10 +55,21 @@ def _wait(driver: Any, condition: Any, timeout_s: float = 10.0) -> Any:
 
 
 def _row_status(driver: Any, workflow_id: str) -> str:
-    from selenium.webdriver.common.by import By
+    """Read in one script: the page redraws its rows on every change (no stale elements)."""
+    found = driver.execute_script(
+        "const r = document.querySelector(`#workflows tr[data-workflow-id='${arguments[0]}']`);"
+        "return r ? r.querySelector('td.status').textContent : '';",
+        workflow_id,
+    )
+    return str(found)
 
-    rows = driver.find_elements(By.CSS_SELECTOR, f'#workflows tr[data-workflow-id="{workflow_id}"]')
-    return str(rows[0].find_element(By.CSS_SELECTOR, "td.status").text) if rows else ""
+
+def _texts(driver: Any, selector: str) -> list[str]:
+    found = driver.execute_script(
+        "return [...document.querySelectorAll(arguments[0])].map((e) => e.textContent);",
+        selector,
+    )
+    return [str(t) for t in found]
 
 
 def _shot(driver: Any, name: str) -> None:
@@ -82,7 +93,9 @@ def test_the_page_follows_workflows_cancels_and_snapshots_live(
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
 
-    runtime = runtime_factory()
+    # a heartbeat every second (health shows), a standing consent grant (the register shows)
+    fast_beat = {"WATCHDOG_USEC": "2000000"}
+    runtime = runtime_factory(env=fast_beat, privacy={"consented_categories": ["health"]})
     with running_console(runtime.config) as console:
         browser.get(console.base)  # without the token: refused, nothing shown
         assert "token is needed" in browser.page_source and "workflows" not in browser.page_source
@@ -96,9 +109,11 @@ def test_the_page_follows_workflows_cancels_and_snapshots_live(
         _wait(browser, lambda d: _row_status(d, "wf-b1") != "", LIVE_S)
         probe.wait_for(EVENTS, lambda b: b.get("status") == "WORKFLOW_COMPLETED")
         _wait(browser, lambda d: _row_status(d, "wf-b1") == "completed", LIVE_S)
-        timeline = browser.find_element(By.ID, "timeline").text
-        assert "안방" in timeline and "WORKFLOW_COMPLETED" in timeline
-        phases = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "#timeline td.phase")]
+        timeline = " ".join(_texts(browser, "#timeline td"))
+        _wait(browser, lambda d: "WORKFLOW_COMPLETED" in " ".join(_texts(d, "#timeline td")))
+        timeline = " ".join(_texts(browser, "#timeline td"))
+        assert "안방" in timeline, timeline
+        phases = _texts(browser, "#timeline td.phase")
         assert phases[0] == "admission" and phases[-1] == "terminal"
         _shot(browser, "workflows")
 
@@ -137,3 +152,4 @@ def test_the_page_follows_workflows_cancels_and_snapshots_live(
             _wait(browser, lambda d, n=name: d.find_element(By.ID, n).text != "")
             _shot(browser, name)
         assert "running" in browser.find_element(By.ID, "health").text
+        assert "category:health" in browser.find_element(By.ID, "consent").text

@@ -39,6 +39,8 @@ def test_phases_follow_the_seed_order() -> None:
     got = [phase_of({"kind": k, "status": "RUNNING"}) for k in kinds]
     got.append(phase_of({"kind": "event", "status": "WORKFLOW_COMPLETED"}))
     assert got == list(PHASES)
+    assert phase_of({"kind": "event", "status": "WORKFLOW_ACCEPTED"}) == "admission"
+    assert phase_of({"kind": "finished"}) == "terminal"
 
 
 def test_a_stream_waits_for_a_change_or_its_beat() -> None:
