@@ -67,6 +67,8 @@ class ConsoleServer(ThreadingHTTPServer):
         changes: Changes,
         canceller: Canceller,
     ) -> None:
+        if ":" in address[0]:
+            self.address_family = socket.AF_INET6
         super().__init__(address, Handler)
         self.settings, self.token, self.changes, self.canceller = (
             settings,
@@ -78,7 +80,8 @@ class ConsoleServer(ThreadingHTTPServer):
         self.streams = threading.BoundedSemaphore(MAX_STREAMS)
         self.stopping = threading.Event()
         port = self.server_address[1]
-        names = {"localhost", "127.0.0.1", "[::1]", str(self.server_address[0])}
+        bound = str(self.server_address[0])
+        names = {"localhost", "127.0.0.1", "[::1]", f"[{bound}]" if ":" in bound else bound}
         self.hosts = {f"{name}:{port}" for name in names}
 
     def process_request(self, request: Any, client_address: Any) -> None:

@@ -84,11 +84,11 @@ def _view(driver: Any, name: str) -> None:
 
 
 def test_the_page_follows_workflows_cancels_and_snapshots_live(
+    browser: Any,  # first: without a browser, skip before the stack starts
     runtime_factory: RuntimeFactory,
     cloud: SimCloud,
     probe: MqttProbe,
     devices: DeviceAgents,
-    browser: Any,
 ) -> None:
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
@@ -147,6 +147,13 @@ def test_the_page_follows_workflows_cancels_and_snapshots_live(
         browser.find_element(By.CSS_SELECTOR, "#snapshot-form button").click()
         _wait(browser, lambda d: "오늘 날씨 어때" in d.find_element(By.ID, "snapshot").text)
         _shot(browser, "memory")
+        hostile = '<img src=x onerror="window.__xss=1">안방'  # shown as text, never run
+        box = browser.find_element(By.ID, "utterance")
+        box.clear()
+        box.send_keys(hostile, Keys.ENTER)
+        _wait(browser, lambda d: hostile in d.find_element(By.ID, "snapshot-meta").text)
+        assert browser.execute_script("return window.__xss === undefined") is True
+        assert not browser.find_elements(By.CSS_SELECTOR, "main img")
         for name in ("sync", "health"):
             _view(browser, name)
             _wait(browser, lambda d, n=name: d.find_element(By.ID, n).text != "")
