@@ -83,7 +83,9 @@ def planner_snapshot(memory: Memory, utterance: str) -> dict[str, Any]:
     `utterance` (the next turn's, without its own session id). When the builder learns the
     utterance's relevance, pass it here — nowhere else builds a snapshot for the page."""
     session = memory.session_for(None, memory.now())
-    del utterance  # the builder does not take the utterance yet
+    # once the builder focuses on the utterance (Memory.snapshot(session, utterance,
+    # device_context)), pass `utterance` and `memory.state("device_context")` here
+    del utterance
     return dict(memory.snapshot(session))
 
 
