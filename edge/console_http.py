@@ -67,9 +67,6 @@ class ConsoleServer(ThreadingHTTPServer):
         changes: Changes,
         canceller: Canceller,
     ) -> None:
-        if ":" in address[0]:
-            self.address_family = socket.AF_INET6
-        super().__init__(address, Handler)
         self.settings, self.token, self.changes, self.canceller = (
             settings,
             token,
@@ -78,7 +75,10 @@ class ConsoleServer(ThreadingHTTPServer):
         )
         self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
         self.streams = threading.BoundedSemaphore(MAX_STREAMS)
-        self.stopping = threading.Event()
+        self.stopping = threading.Event()  # before binding: a failed bind calls server_close
+        if ":" in address[0]:
+            self.address_family = socket.AF_INET6
+        super().__init__(address, Handler)
         port = self.server_address[1]
         bound = str(self.server_address[0])
         names = {"localhost", "127.0.0.1", "[::1]", f"[{bound}]" if ":" in bound else bound}

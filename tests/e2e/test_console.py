@@ -92,6 +92,11 @@ def test_token_host_and_page_headers(
         overview = json.loads(body)
         assert status == 200 and overview["health"]["service"] == "running"
         assert set(overview) == {"workflows", "memory", "sync", "health", "consent"}
+        assert console.request("GET", "/api/workflow?id=wf-none", headers=authed(console))[0] == 404
+        too_long = "/api/workflow?id=" + "w" * 201
+        assert console.request("GET", too_long, headers=authed(console))[0] == 400
+        bad_cookie = {"Cookie": 'a2a_console="; x=\\'}
+        assert console.request("GET", "/api/overview", headers=bad_cookie)[0] == 401
         # no write but the cancel
         assert console.request("PUT", "/api/overview", headers=authed(console))[0] == 405
         assert console.request("POST", "/api/overview", headers=authed(console))[0] == 404
@@ -217,6 +222,15 @@ def test_without_a_state_db_or_a_broker_the_page_says_so(tmp_path: Path) -> None
         )
         assert status == 400
         assert console.proc.poll() is None  # still serving
+        again = ["console", "--config", str(config), "--port", str(console.port)]
+        taken = subprocess.run(
+            [sys.executable, "-m", "edge", *again],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert taken.returncode == 1 and "cannot listen on 127.0.0.1" in taken.stderr
+        assert len(taken.stderr.strip().splitlines()) == 1
 
 
 def test_snapshot_of_an_utterance_and_what_the_policy_withholds(
