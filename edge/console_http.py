@@ -42,7 +42,7 @@ MAX_STREAMS = 8
 MAX_BODY = 4096
 SOCKET_TIMEOUT_S = 10.0
 STREAM_BEAT_S = 5.0  # an event stream gets a `tick` this often: health and the heartbeat age
-COOKIE = "a2a_console"
+COOKIE = "a2a_console_{port}"  # per port: browsers do not keep cookies apart by port
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
     "img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
@@ -83,6 +83,7 @@ class ConsoleServer(ThreadingHTTPServer):
         bound = str(self.server_address[0])
         names = {"localhost", "127.0.0.1", "[::1]", f"[{bound}]" if ":" in bound else bound}
         self.hosts = {f"{name}:{port}" for name in names}
+        self.cookie = COOKIE.format(port=port)
 
     def process_request(self, request: Any, client_address: Any) -> None:
         """A thread per connection, but no more than MAX_CONNECTIONS: the rest get a 503."""
@@ -115,6 +116,9 @@ class Handler(BaseHTTPRequestHandler):
     server_version = "a2a-edge-console"
     sys_version = ""
 
+    def version_string(self) -> str:
+        return self.server_version
+
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: request lines carry the token and typed utterances."""
 
@@ -130,7 +134,8 @@ class Handler(BaseHTTPRequestHandler):
             cookie.load(self.headers.get("Cookie", ""))
         except Exception:  # a malformed cookie header is no token
             return query or header
-        held = cookie[COOKIE].value if COOKIE in cookie else ""
+        name = self.server.cookie
+        held = cookie[name].value if name in cookie else ""
         return query or header or held
 
     def _token_ok(self, given: str) -> bool:
@@ -208,7 +213,8 @@ class Handler(BaseHTTPRequestHandler):
         self.send_response(HTTPStatus.SEE_OTHER)
         self.send_header("Location", "/")
         self.send_header(
-            "Set-Cookie", f"{COOKIE}={self.server.token}; HttpOnly; SameSite=Strict; Path=/"
+            "Set-Cookie",
+            f"{self.server.cookie}={self.server.token}; HttpOnly; SameSite=Strict; Path=/",
         )
         self.send_header("Content-Length", "0")
         self.send_header("Referrer-Policy", "no-referrer")

@@ -39,7 +39,7 @@ def cancel(console: Console, body: Any, **headers: str) -> tuple[int, dict[str, 
     sent = {
         "Content-Type": "application/json",
         "X-Console-Token": console.token,
-        "Cookie": f"a2a_console={console.token}",
+        "Cookie": f"a2a_console_{console.port}={console.token}",
         **headers,
     }
     status, _, raw = console.request(
@@ -49,7 +49,7 @@ def cancel(console: Console, body: Any, **headers: str) -> tuple[int, dict[str, 
 
 
 def authed(console: Console) -> dict[str, str]:
-    return {"Cookie": f"a2a_console={console.token}"}
+    return {"Cookie": f"a2a_console_{console.port}={console.token}"}
 
 
 def test_run_does_not_import_the_console() -> None:
@@ -74,7 +74,10 @@ def test_token_host_and_page_headers(
     with running_console(runtime.config) as console:
         assert console.request("GET", "/")[0] == 401
         assert (
-            console.request("GET", "/api/overview", headers={"Cookie": "a2a_console=x"})[0] == 401
+            console.request(
+                "GET", "/api/overview", headers={"Cookie": f"a2a_console_{console.port}=x"}
+            )[0]
+            == 401
         )
         assert console.request("GET", "/?token=" + "x" * len(console.token))[0] == 401
         status, headers, _ = console.request("GET", f"/?token={console.token}")
@@ -95,7 +98,7 @@ def test_token_host_and_page_headers(
         assert console.request("GET", "/api/workflow?id=wf-none", headers=authed(console))[0] == 404
         too_long = "/api/workflow?id=" + "w" * 201
         assert console.request("GET", too_long, headers=authed(console))[0] == 400
-        bad_cookie = {"Cookie": 'a2a_console="; x=\\'}
+        bad_cookie = {"Cookie": f'a2a_console_{console.port}="; x=\\'}
         assert console.request("GET", "/api/overview", headers=bad_cookie)[0] == 401
         # no write but the cancel
         assert console.request("PUT", "/api/overview", headers=authed(console))[0] == 405
@@ -160,7 +163,7 @@ def _stream(console: Console) -> socket.socket:
     sock = socket.create_connection(("127.0.0.1", console.port), timeout=5)
     sock.sendall(
         f"GET /events HTTP/1.1\r\nHost: 127.0.0.1:{console.port}\r\n"
-        f"Cookie: a2a_console={console.token}\r\n\r\n".encode()
+        f"Cookie: a2a_console_{console.port}={console.token}\r\n\r\n".encode()
     )
     return sock
 
