@@ -160,3 +160,5 @@ def test_the_page_follows_workflows_cancels_and_snapshots_live(
             _shot(browser, name)
         assert "running" in browser.find_element(By.ID, "health").text
         assert "category:health" in browser.find_element(By.ID, "consent").text
+        runtime.terminate()  # the page says so, live; the console goes on serving
+        _wait(browser, lambda d: "not running" in d.find_element(By.ID, "service").text, LIVE_S)
