@@ -11,6 +11,7 @@ wrapped when the output is not a terminal.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -43,8 +44,11 @@ def console(stream: TextIO | None = None) -> Console:
 
     out = stream or sys.stdout
     terminal = out.isatty()
+    plain = "NO_COLOR" in os.environ or os.environ.get("TERM") == "dumb"
     return Console(
         file=out,
+        # NO_COLOR/dumb: no escape codes at all (rich alone drops colours but keeps bold)
+        color_system=None if plain else "auto",
         highlight=False,
         emoji=False,
         markup=False,
