@@ -46,7 +46,7 @@ def cmd_memory_show(args: argparse.Namespace) -> int:
         (
             item["key"],
             json.dumps(item["value"], ensure_ascii=False),
-            item["status"],
+            item["state"],
             item["category"],
             item["confidence"],
             item["mentions"],
