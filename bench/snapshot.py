@@ -24,8 +24,8 @@ from a2a_common.sqlite import open_state_db
 from bench.benchlib import pct
 from cache.focus import focused
 from cache.memory import Memory, MemoryPolicy
-from cache.relevance import query
 from cache.model import CacheView, DailySummary, PairView, ProfileView, SyncPosition
+from cache.relevance import query
 from cache.snapshot import build_snapshot
 from edge.schema import MIGRATIONS
 

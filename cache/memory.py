@@ -15,15 +15,15 @@ import sqlite_utils
 from a2a_common.clock import Clock, iso
 from a2a_common.ids import new_id
 from a2a_common.writes import SyncWrite
+from cache.focus import FOCUS_DAILY, focused
 from cache.forget import Forgetter
 from cache.labels import Labels
-from cache.focus import FOCUS_DAILY, focused
 from cache.model import CacheView, CandidateIn, PromotionPolicy, SessionRow, SyncPosition
 from cache.privacy import PrivacyPolicy
 from cache.profile import ProfileStore
+from cache.relevance import query
 from cache.retention import Sweeper
 from cache.sessions import choose_session
-from cache.relevance import query
 from cache.snapshot import MAX_DAILY, Snapshot, build_snapshot
 from cache.store import CacheStore
 from cache.tiers import TierStore

@@ -1,12 +1,12 @@
 """What the snapshot reads, with bounded, indexed queries (never "load all, then trim").
 
 Left out here, so the pure builder never sees them: pending pairs, anything whose `expire_at`
-has passed, profile items that are not `confirmed` or are contested (SPEC §5.4), and — in every tier, pairs, the session
-summary, daily summaries, the digest and profile items alike — texts of a category the policy
-keeps out of snapshots (`share = false`, or sensitive without consent; SPEC §5.5). Sensitivity
-is the stored flag or the category's name in the current policy, compared lower-cased. A text
-left out leaves no hole: what derives from it carries its categories (`cache.labels`), so it
-is left out too.
+has passed, profile items that are not `confirmed` or are contested (SPEC §5.4), and — in
+every tier, pairs, the session summary, daily summaries, the digest and profile items alike —
+texts of a category the policy keeps out of snapshots (`share = false`, or sensitive without
+consent; SPEC §5.5). Sensitivity is the stored flag or the category's name in the current
+policy, compared lower-cased. A text left out leaves no hole: what derives from it carries its
+categories (`cache.labels`), so it is left out too.
 """
 
 from __future__ import annotations

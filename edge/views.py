@@ -200,12 +200,15 @@ def memory_show(settings: Settings) -> dict[str, Any]:
         }
 
 
-def memory_snapshot(settings: Settings) -> tuple[dict[str, Any], int]:
-    """The snapshot the next turn would send (without its own session id) and its byte size."""
+def memory_snapshot(settings: Settings, utterance: str | None = None) -> tuple[dict[str, Any], int]:
+    """The snapshot the next turn would send (without its own session id) and its byte size;
+    with `utterance`, the one a turn with those words would send (the retained device context)."""
     with readonly_db(settings) as db:
         memory = _memory(db, settings)
         session = memory.session_for(None, memory.now())
-        snapshot = memory.snapshot(session)
+        context = memory.state("device_context", {}) if utterance is not None else None
+        context = context if isinstance(context, dict) else {}
+        snapshot = memory.snapshot(session, utterance, context)
         return snapshot, len(canonical(snapshot))
 
 

@@ -50,7 +50,9 @@ def days_of(memory: Memory, clock: ManualClock, value: str, days: int) -> None:
         clock.advance(DAY)
 
 
-def test_a_move_to_another_room_contests_then_supersedes(memory: Memory, clock: ManualClock) -> None:
+def test_a_move_to_another_room_contests_then_supersedes(
+    memory: Memory, clock: ManualClock
+) -> None:
     """Bullet 1: 안방 confirmed, then 거실 every day: on main every snapshot of days 7–13 still
     said 안방, and one 안방 on day 14 made it suggestable again."""
     days_of(memory, clock, "안방", 7)  # days 0-6: auto-confirmed on the 7th day

@@ -77,8 +77,12 @@ def test_changing_minds_keeps_the_rules(steps: list[tuple[str, str, int]]) -> No
                     " WHERE key = 'preferred_room' AND status = 'confirmed'"
                 ).fetchall()
                 assert len(held) <= 1, held
-                shown = [i["value"] for i in memory.snapshot(None, f"{value} 청정해줘")[
-                    "long_term"]["profile_items"]]
+                shown = [
+                    i["value"]
+                    for i in memory.snapshot(None, f"{value} 청정해줘")["long_term"][
+                        "profile_items"
+                    ]
+                ]
                 contested = [json.loads(v) for v, by in held if by]
                 assert not set(shown) & set(contested)
         finally:
