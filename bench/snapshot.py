@@ -38,7 +38,8 @@ def fill(db: sqlite_utils.Database) -> None:
     step = timedelta(days=365) / PAIRS
     with db.atomic():
         db.execute(
-            "INSERT INTO sessions VALUES ('session-year', ?, ?, ?)",
+            "INSERT INTO sessions (session_id, started_at, last_turn_at, summary)"
+            " VALUES ('session-year', ?, ?, ?)",
             [iso(START), iso(NOW), "오늘 사용자는 방 단위 청정 요청을 여러 번 했다."],
         )
         db.conn.executemany(

@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 _WORD = re.compile(r"[0-9A-Za-z\uac00-\ud7a3]+")
@@ -62,6 +63,7 @@ class Query:
     """The turn's side of the match, built once per turn."""
 
     text: str
+    low: str
     grams: frozenset[str]
     concepts: frozenset[str]
     rooms: frozenset[str]
@@ -93,12 +95,18 @@ def concepts_in(text: str, rooms: Iterable[str] = ()) -> frozenset[str]:
 def query(utterance: str, device_context: Mapping[str, Any] | None = None) -> Query:
     text = utterance if isinstance(utterance, str) else ""
     rooms = _rooms_of(device_context)
-    return Query(text, grams(text), concepts_in(text, rooms), rooms)
+    return Query(text, text.lower(), grams(text), concepts_in(text, rooms), rooms)
 
 
-def key_concepts(key: str) -> frozenset[str]:
+@lru_cache(maxsize=8192)
+def _side(key: str, value_text: str) -> tuple[frozenset[str], frozenset[str]]:
+    """An item's own side of the match (its concepts, its bigrams), worked out once per text:
+    the same items are scored turn after turn."""
     low = key.lower()
-    return frozenset(n for n, (_said, keys) in CONCEPTS.items() if any(k in low for k in keys))
+    keyed = {n for n, (_said, keys) in CONCEPTS.items() if any(k in low for k in keys)}
+    return frozenset(keyed | concepts_in(value_text)), grams(
+        f"{key.replace('_', ' ')} {value_text}"
+    )
 
 
 def score(q: Query, key: str, value_text: str) -> int:
@@ -106,10 +114,12 @@ def score(q: Query, key: str, value_text: str) -> int:
     if q.empty:
         return 0
     named = bool(value_text) and value_text in q.text
-    named = named or (len(key) >= 2 and key.lower() in q.text.lower())
-    shared = q.concepts & (key_concepts(key) | concepts_in(value_text, q.rooms))
-    overlap = q.grams & grams(f"{key.replace('_', ' ')} {value_text}")
-    return NAMED * named + CONCEPT * len(shared) + GRAM * len(overlap)
+    named = named or (len(key) >= 2 and key.lower() in q.low)
+    concepts, item_grams = _side(key, value_text)
+    if "room" not in concepts and any(room in value_text for room in q.rooms):
+        concepts = concepts | {"room"}
+    shared = q.concepts & concepts
+    return NAMED * named + CONCEPT * len(shared) + GRAM * len(q.grams & item_grams)
 
 
 def rotate(unmatched: Sequence[Any], standing: int, turn_minute: int) -> list[Any]:
