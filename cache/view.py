@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
+from typing import Any
 
 import sqlite_utils
 
@@ -48,6 +49,30 @@ def shown_texts(
     else:
         clauses.append(f"{flag} = 0")
     return " AND ".join(clauses), params
+
+
+def _items(
+    db: sqlite_utils.Database,
+    stamp: str,
+    blocked: list[str],
+    allowed: list[str],
+    texts: tuple[str, list[str]],
+    limit: int,
+) -> list[tuple[Any, ...]]:
+    """Confirmed, uncontested, live profile items the policy shows, most relevant first."""
+    shown, params = texts
+    name = "lower(coalesce(category, ''))"
+    item_shown = f"{name} NOT IN ({_marks(blocked)})" if blocked else "1"
+    item_shown += f" AND (sensitive = 0 OR {name} IN ({_marks(allowed)}))" if allowed else ""
+    item_shown += "" if allowed else " AND sensitive = 0"
+    rows: list[tuple[Any, ...]] = db.execute(
+        "SELECT key, value, category, confidence, relevance_score,"
+        " coalesce(confirmed_at, updated_at) FROM profile_items"
+        f" WHERE status = 'confirmed' AND contested_by IS NULL AND {_LIVE} AND {item_shown}"
+        f" AND {shown} ORDER BY relevance_score DESC, key, item_id LIMIT ?",
+        [stamp, *blocked, *allowed, *params, limit],
+    ).fetchall()
+    return rows
 
 
 def read_view(
@@ -88,18 +113,7 @@ def read_view(
         f"SELECT digest FROM weekly_digests WHERE {_LIVE} AND {shown} ORDER BY week DESC LIMIT 1",
         [stamp, *params],
     ).fetchone()
-    name = "lower(coalesce(category, ''))"
-    item_shown = f"{name} NOT IN ({_marks(blocked)})" if blocked else "1"
-    item_shown += f" AND (sensitive = 0 OR {name} IN ({_marks(allowed)}))" if allowed else ""
-    item_shown += "" if allowed else " AND sensitive = 0"
-    items = db.execute(
-        "SELECT key, value, category, confidence, relevance_score,"
-        " coalesce(confirmed_at, updated_at) FROM profile_items"
-        f" WHERE status = 'confirmed' AND contested_by IS NULL AND {_LIVE} AND {item_shown}"
-        f" AND {shown}"
-        " ORDER BY relevance_score DESC, key, item_id LIMIT ?",
-        [stamp, *blocked, *allowed, *params, max_profile_items],
-    ).fetchall()
+    items = _items(db, stamp, blocked, allowed, (shown, params), max_profile_items)
     sync = db.execute("SELECT cursor, version FROM sync_position WHERE id = 1").fetchone()
     return CacheView(
         recent_pairs=tuple(PairView(u, a, r) for u, a, r in reversed(pairs)),
