@@ -4,12 +4,15 @@ knows what the turn is about (SPEC §5.2 relevance), on a ManualClock moved a da
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from a2a_common.clock import ManualClock
+from a2a_common.sqlite import open_state_db
 from a2a_common.writes import SyncWrite
 from cache.memory import Memory
 from cache.model import CandidateIn
+from edge.schema import MIGRATIONS
 
 DAY = 86400.0
 
@@ -180,3 +183,23 @@ def test_the_same_cache_clock_and_utterance_give_the_same_bytes(memory: Memory) 
     _standing_cache(memory)
     first = json.dumps(memory.snapshot("s", "거실 청정해줘"), ensure_ascii=False)
     assert json.dumps(memory.snapshot("s", "거실 청정해줘"), ensure_ascii=False) == first
+
+
+def test_the_migration_dates_the_confirmations_it_finds(tmp_path: Path) -> None:
+    """`cache_0005_memory_windows` on a DB of schema v13: confirmed items count as confirmed
+    at their last update; nothing is contested or superseded."""
+    db = open_state_db(tmp_path / "state.db", MIGRATIONS[:13])
+    db.execute(
+        "INSERT INTO profile_items (item_id, key, value, status, created_at, updated_at)"
+        " VALUES ('p1', 'preferred_room', '\"안방\"', 'confirmed', 'T0', 'T1'),"
+        " ('p2', 'preferred_room', '\"거실\"', 'candidate', 'T0', 'T2')"
+    )
+    db.conn.commit()
+    db.close()
+    db = open_state_db(tmp_path / "state.db", MIGRATIONS)
+    rows = db.execute(
+        "SELECT item_id, confirmed_at, contested_by, superseded_by FROM profile_items"
+        " ORDER BY item_id"
+    ).fetchall()
+    db.close()
+    assert rows == [("p1", "T1", None, None), ("p2", None, None, None)]
