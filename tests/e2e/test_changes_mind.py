@@ -11,6 +11,7 @@ from typing import Any
 from sim.cloud import SimCloud
 from sim.probe import MqttProbe
 from tests.conftest import RuntimeFactory, StateRows, eventually
+from tests.e2e.test_memory_cli import cli
 
 DAY = 86400
 
@@ -52,7 +53,7 @@ def test_the_planner_follows_the_user_from_anbang_to_geosil(
     """On main: days 7–13 every snapshot said 안방 while the user asked for 거실; one 안방 on day
     14 made 안방 suggestable again and on day 15 the planner proposed "안방 청정을 시작할까요?"."""
     days = Days(tmp_path / "clock-offset")
-    runtime_factory(env={"A2A_CLOCK_OFFSET_FILE": str(days.offset)})
+    runtime = runtime_factory(env={"A2A_CLOCK_OFFSET_FILE": str(days.offset)})
     for n in range(7):  # days 0–6: 안방, auto-confirmed on the 7th distinct day
         probe.turn(f"t-a{n}", "안방 청정해줘")
         days.next()
@@ -78,6 +79,9 @@ def test_the_planner_follows_the_user_from_anbang_to_geosil(
     assert superseded[0][0] is not None
     confirmed = [w for w in cloud.synced() if w["kind"] == "profile_confirmed"]
     assert confirmed[-1]["payload"]["supersedes"]["value"] == "안방"
+    shown = json.loads(cli("memory", "show", "--json", "--config", str(runtime.config)))
+    old = next(i for i in shown["profile_items"] if i["value"] == "안방")
+    assert old["state"] == "superseded" and old["why"].startswith('superseded by "거실"'), old
 
 
 def test_a_tight_budget_keeps_the_room_the_utterance_names(
@@ -93,7 +97,7 @@ def test_a_tight_budget_keeps_the_room_the_utterance_names(
     ]
     items = [i | {"status": "confirmed", "confidence": 0.9} for i in items]
     cloud.script_sync({"status": 200, "updates": {"profile_items": items}})
-    runtime_factory(memory={"snapshot_budget_bytes": 1150})
+    runtime = runtime_factory(memory={"snapshot_budget_bytes": 1150})
     probe.turn("t-0", "안녕 오늘 날씨 정말 좋다 그치?")
     eventually(lambda: len(state_rows("SELECT key FROM profile_items")) == 4)
     for n in range(1, 6):
@@ -102,3 +106,6 @@ def test_a_tight_budget_keeps_the_room_the_utterance_names(
     keys = [i["key"] for i in snapshots(cloud)[-1]["long_term"]["profile_items"]]
     assert keys[:1] == ["preferred_room"], keys
     assert len(keys) < 4  # the budget is tight: something had to go, and not the room
+    args = ("memory", "snapshot", "--json", "--for", "노래 틀어줘", "--config", str(runtime.config))
+    printed = json.loads(cli(*args))["snapshot"]
+    assert printed["long_term"]["profile_items"][0]["key"] == "favorite_song"
