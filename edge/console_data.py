@@ -119,7 +119,7 @@ def memory(settings: Settings) -> dict[str, Any]:
             item["value"] = None
             item["withheld"] = reason
         item["evidence_days"] = days.get(item["key"], 0)
-        by_status.setdefault(item.get("state", item["status"]), []).append(item)  # contested…
+        by_status.setdefault(item.get("state", item["status"]), []).append(item)  # by state
     return {
         "tiers": shown["tiers"],
         "promotion": {"min_mentions": promotion.min_mentions, "min_days": promotion.min_days},
