@@ -80,13 +80,11 @@ def phase_of(entry: dict[str, Any]) -> str:
 
 def planner_snapshot(memory: Memory, utterance: str) -> dict[str, Any]:
     """THE one call of the snapshot builder: the snapshot the planner would get now for
-    `utterance` (the next turn's, without its own session id). When the builder learns the
-    utterance's relevance, pass it here — nowhere else builds a snapshot for the page."""
-    session = memory.session_for(None, memory.now())
-    # once the builder focuses on the utterance (Memory.snapshot(session, utterance,
-    # device_context)), pass `utterance` and `memory.state("device_context")` here
-    del utterance
-    return dict(memory.snapshot(session))
+    `utterance` (the next turn's, without its own session id), focused on what the utterance
+    names (SPEC 5.2) with the retained device context — nowhere else builds a snapshot for the
+    page."""
+    context = memory.state("device_context", {})
+    return dict(memory.snapshot_for(utterance, context if isinstance(context, dict) else {}))
 
 
 def snapshot(settings: Settings, utterance: str) -> dict[str, Any]:
@@ -121,7 +119,7 @@ def memory(settings: Settings) -> dict[str, Any]:
             item["value"] = None
             item["withheld"] = reason
         item["evidence_days"] = days.get(item["key"], 0)
-        by_status.setdefault(item["status"], []).append(item)
+        by_status.setdefault(item.get("state", item["status"]), []).append(item)  # by state
     return {
         "tiers": shown["tiers"],
         "promotion": {"min_mentions": promotion.min_mentions, "min_days": promotion.min_days},

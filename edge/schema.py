@@ -25,4 +25,5 @@ MIGRATIONS: list[Migration] = [
     *inbox.MIGRATIONS_2,  # 11 edge_0004_inbox_seen_answers
     *cache_schema.MIGRATIONS_4,  # 12 cache_0004_text_categories
     *consent.MIGRATIONS,  # 13 edge_0005_consent_register
+    *cache_schema.MIGRATIONS_5,  # 14 cache_0005_memory_windows
 ]
