@@ -366,6 +366,7 @@ class Runtime:
         if not session_present:
             self._app.session_lost()
         self._app.outbox.flush()  # what was owed before this connection
+        self._notifier.status(self._status_line())  # `systemctl status` now, not at the next tick
 
     def _on_published(self, mid: int) -> None:
         self._app.outbox.on_published(mid)
@@ -384,6 +385,7 @@ class Runtime:
             log.warning("broker disconnected: %s", reason)  # once per reason, not per retry
         self._last_broker_error = reason
         self._broker_up = False
+        self._notifier.status(self._status_line())
 
     def _fatal(self, reason: str, *, logged: bool = False) -> None:
         """Stop with exit 1 (systemd restarts; the start-up check decides what next) without
