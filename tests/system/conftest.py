@@ -152,6 +152,6 @@ def system() -> Iterator[System]:
         machine.boot()
         yield System(machine, cloud, port, next((src / "dist").glob("*.whl")).name)
     finally:
+        machine.shutdown()  # first: the runtime's keep-alive connection would hold cloud.stop()
         cloud.stop()
-        machine.shutdown()
         shutil.rmtree(work, ignore_errors=True)
