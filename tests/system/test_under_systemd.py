@@ -134,7 +134,7 @@ def test_journal_priorities_and_no_user_words(system: System) -> None:
         probe.turn("t-sys-2", "제 비밀번호는 오렌지예요")
     finally:
         probe.close()
-    eventually(lambda: system.journal("-p", "warning"), 10)
+    eventually(lambda: "invalid_json" in system.journal("-p", "warning"), 10)
     warnings = system.journal("-p", "warning").splitlines()
     assert warnings and all("started:" not in line for line in warnings), warnings
     everything = system.journal("-p", "debug")
@@ -217,6 +217,7 @@ def test_bad_config_exit_2_and_unusable_state_exit_3_are_not_restarted(system: S
     try:
         system.machine.run(["systemctl", "start", "a2a-edge"])
         stays_failed(system, "3")
+        assert "a2a-edge: state DB: " in system.journal("-p", "err", "-n", "5")
     finally:
         db.rmdir()
         aside.rename(db)
