@@ -150,7 +150,7 @@ def test_reload_applies_before_it_returns_and_refuses_a_bad_file(system: System)
     assert done.returncode == 0, done.stderr + system.journal("-n", "20")
     mark = json.loads((system.machine.root / STATE.lstrip("/") / "reloaded").read_text())
     assert mark["applied"] is True and str(mark["pid"]) == pid  # applied when reload returned
-    assert "reloaded: log level DEBUG" in system.journal("--grep", "reloaded: log level")
+    eventually(lambda: "log level DEBUG" in system.journal("--grep", "reloaded: log level"), 10)
     bad = system.machine.root / "etc/a2a-edge/config.toml"
     bad.write_text(bad.read_text() + "\n[log]\nlevel = 7\n")
     refused = system.machine.run(["systemctl", "reload", "a2a-edge"], timeout=40)
@@ -327,6 +327,7 @@ def test_an_upgrade_over_an_older_db_migrates_with_a_backup_first(
     backups = list((state / "backups").glob(f"state-v{len(MIGRATIONS) - 1}-*.db"))
     assert len(backups) == 1, list((state / "backups").iterdir())
     assert mode_owner(system, f"{STATE}/backups/{backups[0].name}").endswith("a2a-edge:a2a-edge")
-    db = sqlite3.connect(f"file:{state / 'state.db'}?mode=ro", uri=True)
-    assert db.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
-    db.close()
+    for path, version in ((state / "state.db", len(MIGRATIONS)), (backups[0], len(MIGRATIONS) - 1)):
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        assert db.execute("PRAGMA user_version").fetchone()[0] == version, path
+        db.close()  # the copy was taken before the migration
