@@ -66,7 +66,7 @@ def rootfs(log: Path) -> Path:
             MIRROR,
         ]
         with log.open("w") as out:
-            built = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, timeout=900)
+            built = subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, timeout=600)
             if built.returncode != 0:
                 raise MachineError(f"debootstrap failed ({built.returncode}): see {log}")
             for step in BUILD_STEPS:
