@@ -141,6 +141,14 @@ def test_journal_priorities_and_no_user_words(system: System) -> None:
     assert "started: device robot-sys" in everything  # an INFO line, not in -p warning
     assert not re.search(r"^<\d>", everything, re.M)  # the prefix became the priority
     assert "오렌지" not in everything and "비밀번호" not in everything  # INFO: no user words
+    entries = [json.loads(line) for line in system.journal("-o", "json").splitlines()]
+    ours = [e for e in entries if isinstance(e.get("MESSAGE"), str) and e.get("_PID") != "1"]
+
+    def priorities(start: str) -> set[str]:
+        return {e["PRIORITY"] for e in ours if e["MESSAGE"].startswith(start)}
+
+    assert priorities("edge.app: refused message") == {"4"}  # warning
+    assert priorities("edge.runtime: started: ") == {"6"}  # info
 
 
 def test_reload_applies_before_it_returns_and_refuses_a_bad_file(system: System) -> None:
