@@ -224,6 +224,13 @@ class Runtime:
             len(fresh.privacy.consented_categories),
         )
         self._reload_experience(fresh.experience.mode)
+        stale = reload.needs_restart(self._settings, fresh)
+        if stale:  # `systemctl reload` succeeds; the operator must hear that these wait
+            log.warning(
+                "reload: %s changed in the file, applied only at a restart"
+                " (systemctl restart a2a-edge); running with the values it started with",
+                ", ".join(stale),
+            )
         try:
             self._app.reload_consent(
                 fresh.privacy.consented_categories, fresh.privacy.consented_capabilities

@@ -166,6 +166,10 @@ def test_reload_applies_before_it_returns_and_refuses_a_bad_file(system: System)
     assert "ExecReload" in system.machine.run(["systemctl", "status", "a2a-edge"]).stdout
     props = active(system)
     assert props["MainPID"] == pid and props["NRestarts"] == "0"  # still the same, running
+    system.config(mqtt={"port": 1})  # a key only a restart applies: reloaded, and said so
+    system.machine.ok(["systemctl", "reload", "a2a-edge"], timeout=40)
+    said = "reload: mqtt.port changed in the file, applied only at a restart"
+    eventually(lambda: said in system.journal("-p", "warning"), 10)
     system.config()
     system.machine.ok(["systemctl", "reload", "a2a-edge"], timeout=40)
 
