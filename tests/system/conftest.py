@@ -99,6 +99,15 @@ class System:
         self.wheel = wheel
         self.cloud = cloud
         self.mqtt_port = mqtt_port
+        self.installed: subprocess.CompletedProcess[str] | None = None
+        self.started: subprocess.CompletedProcess[str] | None = None
+
+    def install_and_start(self) -> None:
+        """The README's steps, once for the module (each test can then run alone)."""
+        self.installed = self.install("--no-start")
+        if self.installed.returncode == 0:
+            self.config()  # the README's sudoedit, before the first start: no broker on 1883
+            self.started = self.machine.run(["systemctl", "enable", "--now", "a2a-edge"])
 
     def install(self, *extra: str) -> subprocess.CompletedProcess[str]:
         env = ["env", f"PIP_ARGS=--no-index --find-links {SRC}/wheels"]
@@ -150,7 +159,9 @@ def system() -> Iterator[System]:
     cloud = SimCloud().start()
     try:
         machine.boot()
-        yield System(machine, cloud, port, next((src / "dist").glob("*.whl")).name)
+        system = System(machine, cloud, port, next((src / "dist").glob("*.whl")).name)
+        system.install_and_start()
+        yield system
     finally:
         machine.shutdown()  # first: the runtime's keep-alive connection would hold cloud.stop()
         cloud.stop()
