@@ -67,6 +67,18 @@ ensure_system_test_tools() {
     fi
 }
 
+ensure_browser() {
+    # tests/e2e/test_console_browser.py drives Debian's chromium through chromedriver; without
+    # them (and not root to install them) those tests skip with one line saying so
+    if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then return; fi
+    if is_root && command -v apt-get >/dev/null; then
+        echo "bootstrap: installing chromium and chromedriver (the console's browser tests)" >&2
+        apt_install chromium chromium-driver fonts-nanum
+    else
+        echo "bootstrap: no chromium/chromedriver: the console's browser tests will skip" >&2
+    fi
+}
+
 ensure_venv() {
     local py stamp want
     py=$(find_python)
@@ -105,6 +117,7 @@ case "$command" in
     test)
         ensure_mosquitto
         ensure_test_tools
+        ensure_browser
         ensure_venv
         export PATH="$PWD/.venv/bin:$PATH:/usr/sbin"
         echo "== ruff" && ruff check . && ruff format --check .
