@@ -49,6 +49,22 @@ ensure_test_tools() {
             echo "bootstrap: no mosquitto-clients: the device-agent guide's test will skip" >&2
         fi
     fi
+    ensure_system_test_tools
+}
+
+ensure_system_test_tools() {
+    # tests/system/ boots the unit under a real systemd in a container: root, debootstrap and
+    # systemd-nspawn (systemd-container); its rootfs is cached in /var/cache/a2a-edge-test
+    if command -v debootstrap >/dev/null && command -v systemd-nspawn >/dev/null && is_root; then
+        return
+    fi
+    if is_root && command -v apt-get >/dev/null; then
+        (apt_install debootstrap systemd-container) ||
+            echo "bootstrap: apt-get could not install debootstrap systemd-container:" \
+                "tests/system/ (the unit under systemd) will skip" >&2
+    else
+        echo "bootstrap: not root or no apt-get: tests/system/ (the unit under systemd) will skip" >&2
+    fi
 }
 
 ensure_browser() {

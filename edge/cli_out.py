@@ -139,9 +139,16 @@ def fields(values: Mapping[str, Any], *, title: str = "", stream: TextIO | None 
 
 
 def error(message: str) -> None:
-    """`a2a-edge: message` on stderr (red on a terminal)."""
+    """`a2a-edge: message` on stderr (red on a terminal). Under journald (a service's exit 2
+    or 3, a refused `ExecReload=`) it is one `<3>` line: `journalctl -p err` shows why."""
     from rich.text import Text
 
+    from edge.log import under_journald
+
+    if under_journald(sys.stderr):
+        sys.stderr.write(f"<3>a2a-edge: {message}\n")
+        sys.stderr.flush()
+        return
     console(sys.stderr).print(Text(f"a2a-edge: {message}", style="red"))
 
 
