@@ -49,6 +49,35 @@ ensure_test_tools() {
             echo "bootstrap: no mosquitto-clients: the device-agent guide's test will skip" >&2
         fi
     fi
+    ensure_system_test_tools
+}
+
+ensure_system_test_tools() {
+    # tests/system/ boots the unit under a real systemd in a container: root, debootstrap and
+    # systemd-nspawn (systemd-container); its rootfs is cached in /var/cache/a2a-edge-test
+    if command -v debootstrap >/dev/null && command -v systemd-nspawn >/dev/null && is_root; then
+        return
+    fi
+    if is_root && command -v apt-get >/dev/null; then
+        (apt_install debootstrap systemd-container) ||
+            echo "bootstrap: apt-get could not install debootstrap systemd-container:" \
+                "tests/system/ (the unit under systemd) will skip" >&2
+    else
+        echo "bootstrap: not root or no apt-get: tests/system/ (the unit under systemd) will skip" >&2
+    fi
+}
+
+ensure_browser() {
+    # tests/e2e/test_console_browser.py drives Debian's chromium through chromedriver; without
+    # them (and not root to install them) those tests skip with one line saying so
+    if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then return; fi
+    if is_root && command -v apt-get >/dev/null; then
+        echo "bootstrap: installing chromium and chromedriver (the console's browser tests)" >&2
+        (apt_install chromium chromium-driver fonts-nanum) ||
+            echo "bootstrap: apt-get could not install chromium: the browser tests will skip" >&2
+    else
+        echo "bootstrap: no chromium/chromedriver: the console's browser tests will skip" >&2
+    fi
 }
 
 ensure_venv() {
@@ -89,6 +118,7 @@ case "$command" in
     test)
         ensure_mosquitto
         ensure_test_tools
+        ensure_browser
         ensure_venv
         export PATH="$PWD/.venv/bin:$PATH:/usr/sbin"
         echo "== ruff" && ruff check . && ruff format --check .

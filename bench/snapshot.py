@@ -1,5 +1,7 @@
 """Snapshot build on a year of history: ours (bounded, indexed reads) vs. a naive build that
-loads every row and trims in Python. Prints figures; asserts nothing.
+loads every row and trims in Python; then the relevance-aware build (issue 19: focused on each
+utterance of the routing cases) vs. today's unfocused one vs. a naive focus that scores every
+confirmed item and every daily summary in Python. Prints figures; asserts nothing.
 
     .venv/bin/python -m bench.snapshot [--builds 1000]
 """
@@ -20,8 +22,10 @@ from a2a_common.clock import ManualClock, iso
 from a2a_common.jsonx import canonical
 from a2a_common.sqlite import open_state_db
 from bench.benchlib import pct
+from cache.focus import focused
 from cache.memory import Memory, MemoryPolicy
 from cache.model import CacheView, DailySummary, PairView, ProfileView, SyncPosition
+from cache.relevance import query
 from cache.snapshot import build_snapshot
 from edge.schema import MIGRATIONS
 
@@ -34,7 +38,8 @@ def fill(db: sqlite_utils.Database) -> None:
     step = timedelta(days=365) / PAIRS
     with db.atomic():
         db.execute(
-            "INSERT INTO sessions VALUES ('session-year', ?, ?, ?)",
+            "INSERT INTO sessions (session_id, started_at, last_turn_at, summary)"
+            " VALUES ('session-year', ?, ?, ?)",
             [iso(START), iso(NOW), "오늘 사용자는 방 단위 청정 요청을 여러 번 했다."],
         )
         db.conn.executemany(
@@ -140,6 +145,51 @@ def naive(db: sqlite_utils.Database, policy: MemoryPolicy) -> bytes:
     return canonical(build_snapshot(view, policy.snapshot_budget_bytes, policy.recent_pairs))
 
 
+ROUTING = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "routing_cases.json"
+
+
+def utterances() -> list[tuple[str, dict[str, object]]]:
+    cases = json.loads(ROUTING.read_text(encoding="utf-8"))["cases"]
+    return [(c["text"], c.get("context") or {}) for c in cases]
+
+
+def naive_focus(memory: Memory, text: str, context: dict[str, object]) -> bytes:
+    """Read every confirmed item and every daily summary, score them all in Python."""
+    view = memory.view("session-year", max_daily=DAYS)
+    everything = memory.db.execute(
+        "SELECT key, value, category, confidence, relevance_score, updated_at FROM profile_items"
+        " WHERE status = 'confirmed' AND sensitive = 0 ORDER BY relevance_score DESC, key"
+    ).fetchall()
+    view = type(view)(
+        recent_pairs=view.recent_pairs,
+        session_summary=view.session_summary,
+        daily_summaries=view.daily_summaries,
+        weekly_digest=view.weekly_digest,
+        profile_items=tuple(ProfileView(k, json.loads(v), *rest) for k, v, *rest in everything),
+        sync=view.sync,
+    )
+    minute = int(NOW.timestamp() // 60)
+    view = focused(view, query(text, context), standing=2, turn_minute=minute)
+    policy = memory.policy
+    return canonical(build_snapshot(view, policy.snapshot_budget_bytes, policy.recent_pairs))
+
+
+def focus_rows(memory: Memory, builds: int) -> list[tuple[str, list[float]]]:
+    said = utterances()
+    turns = [said[i % len(said)] for i in range(builds)]
+    it = iter(turns * 2)
+
+    def focused_build() -> bytes:
+        text, context = next(it)
+        return canonical(memory.snapshot("session-year", text, context))
+
+    today = timed(lambda: canonical(memory.snapshot("session-year")), builds)
+    ours = timed(focused_build, builds)
+    naive_it = iter(turns)
+    slow = timed(lambda: naive_focus(memory, *next(naive_it)), min(builds, 100))
+    return [("today", today), ("focused", ours), ("naive-focus", slow)]
+
+
 def timed(fn: object, runs: int) -> list[float]:
     out = []
     for _ in range(runs):
@@ -181,6 +231,12 @@ def main() -> None:
             f"naive / ours: p50 {pct(slow, 0.5) / pct(ours, 0.5):.0f}x, "
             f"p99 {pct(slow, 0.99) / pct(ours, 0.99):.0f}x"
         )
+        print(f"relevance to the turn ({len(utterances())} routing-case utterances, in turn):")
+        for name, values in focus_rows(memory, args.builds):
+            print(
+                f"{name:<12}{len(values):>6}{pct(values, 0.5):>10.3f}{pct(values, 0.99):>10.3f}"
+                f"{statistics.fmean(values):>10.3f}"
+            )
         db.close()
 
 

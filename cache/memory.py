@@ -5,7 +5,7 @@ sync writes they owe, for the caller to queue in that same transaction."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -15,14 +15,16 @@ import sqlite_utils
 from a2a_common.clock import Clock, iso
 from a2a_common.ids import new_id
 from a2a_common.writes import SyncWrite
+from cache.focus import FOCUS_DAILY, focused
 from cache.forget import Forgetter
 from cache.labels import Labels
 from cache.model import CacheView, CandidateIn, PromotionPolicy, SessionRow, SyncPosition
 from cache.privacy import PrivacyPolicy
 from cache.profile import ProfileStore
+from cache.relevance import query
 from cache.retention import Sweeper
 from cache.sessions import choose_session
-from cache.snapshot import Snapshot, build_snapshot
+from cache.snapshot import MAX_DAILY, Snapshot, build_snapshot
 from cache.store import CacheStore
 from cache.tiers import TierStore
 from cache.update import UpdateChanges, sync_refusal, sync_to_adopt
@@ -36,6 +38,7 @@ SYNC_REFUSED = "sync_refused"  # device_state: the last offered sync position re
 class MemoryPolicy:
     snapshot_budget_bytes: int = 4096
     recent_pairs: int = 6
+    standing_items: int = 2  # unmatched profile items a turn may still carry (SPEC §5.2)
     session_idle_s: int = 1800
     timezone: str = "Asia/Seoul"
     promotion: PromotionPolicy = field(default_factory=PromotionPolicy)
@@ -166,7 +169,7 @@ class Memory:
         return writes
 
     # --- the snapshot -------------------------------------------------------------------------
-    def view(self, session_id: str | None) -> CacheView:
+    def view(self, session_id: str | None, *, max_daily: int = MAX_DAILY) -> CacheView:
         return read_view(
             self.db,
             session_id=session_id,
@@ -174,14 +177,35 @@ class Memory:
             recent_pairs=self.policy.recent_pairs,
             consented=self.consented(),
             privacy=self.policy.privacy,
+            max_daily=max_daily,
         )
 
-    def snapshot(self, session_id: str | None) -> Snapshot:
-        return build_snapshot(
-            self.view(session_id),
-            self.policy.snapshot_budget_bytes,
-            self.policy.recent_pairs,
-        )
+    def snapshot(
+        self,
+        session_id: str | None,
+        utterance: str | None = None,
+        device_context: Mapping[str, Any] | None = None,
+    ) -> Snapshot:
+        """The snapshot of SPEC §5.2. With the turn's `utterance` (and device context) it is
+        focused on what the utterance names; without one (the CLI's preview, the seed's golden
+        vector) every confirmed item ranks by relevance alone."""
+        if utterance is None:
+            view = self.view(session_id)
+        else:
+            view = focused(
+                self.view(session_id, max_daily=FOCUS_DAILY),
+                query(utterance, device_context),
+                standing=self.policy.standing_items,
+                turn_minute=int(self._clock.now().timestamp() // 60),
+            )
+        return build_snapshot(view, self.policy.snapshot_budget_bytes, self.policy.recent_pairs)
+
+    def snapshot_for(
+        self, utterance: str, device_context: Mapping[str, Any] | None = None
+    ) -> Snapshot:
+        """The snapshot a turn with this utterance would send now, in the current session (the
+        console's typed turns and `memory snapshot --for`)."""
+        return self.snapshot(self.session_for(None, self._clock.now()), utterance, device_context)
 
     def now(self) -> datetime:
         return self._clock.now()

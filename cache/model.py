@@ -32,6 +32,7 @@ class ProfileView:
     category: str | None = None
     confidence: float | None = None
     relevance: float = 0.0
+    updated: str = ""  # ISO instant it was last confirmed or changed (recency)
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,7 @@ class Evidence:
     session_id: str
     day: str  # local calendar day, YYYY-MM-DD
     kind: EvidenceKind
+    created_at: str = ""  # ISO instant it arrived
 
 
 @dataclass(frozen=True)
@@ -95,3 +97,6 @@ class PromotionPolicy:
     min_mentions: int = 3
     min_days: int = 3
     auto_confirm_days: int = 7
+    window_days: int = 14  # evidence older than this many local days is not counted
+    contest_mentions: int = 2  # contrary evidence that contests a confirmed value ...
+    contest_days: int = 2  # ... on this many distinct days, within the window

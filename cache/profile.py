@@ -24,10 +24,12 @@ from cache.labels import Labels, merge
 from cache.model import CandidateIn, Evidence, ItemStatus, PromotionPolicy
 from cache.privacy import PrivacyPolicy, category_name
 from cache.promotion import next_status, replay_status
+from cache.revision import counted, recontest, supersede, window_start
 
 _ITEM_COLUMNS = (
     "item_id, key, value, category, confidence, relevance_score, status, expire_at, sensitive,"
-    " source_candidate_ids, source_summary_ids, source_session_ids, source_pair_ids, origin"
+    " source_candidate_ids, source_summary_ids, source_session_ids, source_pair_ids, origin,"
+    " confirmed_at, contested_by, superseded_by, superseded_at, supersedes"
 )
 
 
@@ -49,6 +51,11 @@ def item_json(row: dict[str, Any]) -> dict[str, Any]:
         out[name] = json.loads(row[name])
     out["sensitive"] = bool(row["sensitive"])
     return out
+
+
+def fresh_since(item: dict[str, Any]) -> str | None:
+    """A superseded value counts only evidence that arrived after it was superseded."""
+    return item["superseded_at"] if item.get("superseded_by") else None
 
 
 class ProfileStore:
@@ -91,6 +98,10 @@ class ProfileStore:
     def local_day(self, when: datetime) -> str:
         return when.astimezone(self._zone).date().isoformat()
 
+    def first_day(self, now: datetime) -> str:
+        """The first local day of the evidence window (SPEC §5.4)."""
+        return window_start(self.local_day(now), self._policy)
+
     def item(self, key: str, value: Any) -> dict[str, Any] | None:
         cursor = self._db.execute(
             f"SELECT {_ITEM_COLUMNS} FROM profile_items WHERE key = ? AND value = ?",
@@ -113,7 +124,7 @@ class ProfileStore:
 
     def evidence(self, item_id: str) -> list[Evidence]:
         rows = self._db.execute(
-            "SELECT candidate_id, pair_id, session_id, day, kind FROM profile_evidence"
+            "SELECT candidate_id, pair_id, session_id, day, kind, created_at FROM profile_evidence"
             " WHERE item_id = ? ORDER BY created_at, candidate_id",
             [item_id],
         ).fetchall()
@@ -172,10 +183,7 @@ class ProfileStore:
         added = self._record(item["item_id"], cand, pair_id, session_id, source, now)
         if added is None:
             return []
-        mentions, days = self._db.execute(
-            "SELECT count(*), count(DISTINCT day) FROM profile_evidence WHERE item_id = ?",
-            [item["item_id"]],
-        ).fetchone()
+        mentions, days = counted(self._db, item["item_id"], self.first_day(now), fresh_since(item))
         status = next_status(item["status"], mentions, days, cand.evidence_kind, self._policy)
         confidence = max(
             (c for c in (item["confidence"], cand.confidence) if c is not None), default=None
@@ -204,7 +212,8 @@ class ProfileStore:
         evidence = self.evidence(item_id)
         status: ItemStatus = item["status"]
         if status != "revoked" and item["origin"] == "device":
-            status = replay_status(evidence, self._policy)
+            since = fresh_since(item) or ""
+            status = replay_status([e for e in evidence if e.created_at > since], self._policy)
         sources = (
             [e.candidate_id for e in evidence],
             [e.pair_id for e in evidence],
@@ -248,8 +257,11 @@ class ProfileStore:
         cats = self.label_item(item["item_id"], item["key"], value, category)
         updated = self.item(item["key"], value)
         assert updated is not None
-        if status == "confirmed" and item["status"] != "confirmed":
-            self._demote_others(item["key"], item["item_id"], now)
+        newly = status == "confirmed" and item["status"] != "confirmed"
+        if newly:
+            supersede(self._db, item["key"], item["item_id"], now)
+            updated = self.item(item["key"], value) or updated
+        recontest(self._db, item["key"], self.first_day(now), self._policy)
         if not all(self._privacy.shared(c) for c in cats):
             return []  # `share: false`: stays on the device
         days = self._db.execute(
@@ -259,8 +271,8 @@ class ProfileStore:
         labelled = item_json(updated) | {"categories": cats}
         payload = labelled | {"mentions": len(candidates), "days": [d for (d,) in days]}
         writes = [SyncWrite("profile_candidate", payload)]
-        if status == "confirmed" and item["status"] != "confirmed":
-            writes.append(SyncWrite("profile_confirmed", labelled))
+        if newly:
+            writes.append(SyncWrite("profile_confirmed", self._confirmed_payload(labelled)))
         return writes
 
     def _record(
@@ -304,12 +316,18 @@ class ProfileStore:
         )
         return candidate_id
 
-    def _demote_others(self, key: str, keep_item_id: str, now: datetime) -> None:
-        self._db.execute(
-            "UPDATE profile_items SET status = 'candidate', updated_at = ?"
-            " WHERE key = ? AND status = 'confirmed' AND item_id != ?",
-            [iso(now), key, keep_item_id],
-        )
+    def _confirmed_payload(self, labelled: dict[str, Any]) -> dict[str, Any]:
+        """The `profile_confirmed` write: the item, and the value it supersedes (its id, key
+        and value) so the cloud updates its fact instead of holding two."""
+        old = labelled.get("supersedes")
+        row = self._db.execute(
+            "SELECT key, value FROM profile_items WHERE item_id = ?", [old]
+        ).fetchone()
+        if row is None:
+            return labelled
+        return labelled | {
+            "supersedes": {"item_id": old, "key": row[0], "value": json.loads(row[1])}
+        }
 
     def put_confirmed(self, fields: dict[str, Any]) -> None:
         """Take a cloud-confirmed item (sync `updates.profile_items`): it replaces the item of the
@@ -350,7 +368,7 @@ class ProfileStore:
             ],
         )
         self.label_item(item["item_id"], cand.key, cand.value, category)
-        self._demote_others(cand.key, item["item_id"], now)
+        supersede(self._db, cand.key, item["item_id"], now)  # a cloud item replacing a value
 
     def delete_key(self, key: str) -> int:
         """Remove every item of `key` (a cloud `deleted_profile_keys` entry)."""

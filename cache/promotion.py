@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cache.model import CandidateIn, Evidence, EvidenceKind, ItemStatus, PromotionPolicy
+from cache.revision import window_start
 
 
 def next_status(
@@ -62,10 +63,12 @@ def observed_candidates(steps: Sequence[StepOutcome]) -> list[CandidateIn]:
 
 def replay_status(evidence: Sequence[Evidence], policy: PromotionPolicy) -> ItemStatus:
     """The status the evidence earns when counted again in order (after some of it was
-    forgotten): an acceptance confirms only if the item was suggestable when it arrived."""
+    forgotten): an acceptance confirms only if the item was suggestable when it arrived, and
+    each arrival counts only the evidence inside the window as it stood that day."""
     status: ItemStatus = "candidate"
-    days: set[str] = set()
-    for mentions, item in enumerate(evidence, 1):
-        days.add(item.day)
-        status = next_status(status, mentions, len(days), item.kind, policy)
+    for index, item in enumerate(evidence):
+        first = window_start(item.day, policy)
+        live = [e for e in evidence[: index + 1] if e.day >= first]
+        days = len({e.day for e in live})
+        status = next_status(status, len(live), days, item.kind, policy)
     return status

@@ -205,9 +205,24 @@ def _v4(db: sqlite_utils.Database) -> None:
         )
 
 
+def _v5(db: sqlite_utils.Database) -> None:
+    """Memory that changes its mind (SPEC §5.4): when an item was confirmed, which rival value
+    contests it, and the supersede links both ways. The states stay columns beside `status`
+    (a contested item is still `confirmed`; a superseded one is a `candidate` with
+    `superseded_by` set), so the status CHECK and the table stay as shipped: no rebuild, no
+    foreign key juggling over `profile_evidence`. Items confirmed before this migration count
+    as confirmed at their last update."""
+    for column in ("confirmed_at", "contested_by", "superseded_by", "superseded_at", "supersedes"):
+        db.execute(f"ALTER TABLE profile_items ADD COLUMN {column} TEXT")
+    db.execute("UPDATE profile_items SET confirmed_at = updated_at WHERE status = 'confirmed'")
+    db.execute("CREATE INDEX profile_evidence_window ON profile_evidence (item_id, day)")
+    db.execute("CREATE INDEX profile_items_key ON profile_items (key, status)")
+
+
 MIGRATIONS = [
     Migration("cache_0001_pairs_sessions_state", _v1),
     Migration("cache_0002_tiers_profile_provenance", _v2),
 ]
 MIGRATIONS_3 = [Migration("cache_0003_memory_audit", _v3)]
 MIGRATIONS_4 = [Migration("cache_0004_text_categories", _v4)]
+MIGRATIONS_5 = [Migration("cache_0005_memory_windows", _v5)]

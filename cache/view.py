@@ -1,18 +1,19 @@
 """What the snapshot reads, with bounded, indexed queries (never "load all, then trim").
 
 Left out here, so the pure builder never sees them: pending pairs, anything whose `expire_at`
-has passed, profile items that are not `confirmed`, and — in every tier, pairs, the session
-summary, daily summaries, the digest and profile items alike — texts of a category the policy
-keeps out of snapshots (`share = false`, or sensitive without consent; SPEC §5.5). Sensitivity
-is the stored flag or the category's name in the current policy, compared lower-cased. A text
-left out leaves no hole: what derives from it carries its categories (`cache.labels`), so it
-is left out too.
+has passed, profile items that are not `confirmed` or are contested (SPEC §5.4), and — in
+every tier, pairs, the session summary, daily summaries, the digest and profile items alike —
+texts of a category the policy keeps out of snapshots (`share = false`, or sensitive without
+consent; SPEC §5.5). Sensitivity is the stored flag or the category's name in the current
+policy, compared lower-cased. A text left out leaves no hole: what derives from it carries its
+categories (`cache.labels`), so it is left out too.
 """
 
 from __future__ import annotations
 
 import json
 from datetime import datetime
+from typing import Any
 
 import sqlite_utils
 
@@ -50,6 +51,30 @@ def shown_texts(
     return " AND ".join(clauses), params
 
 
+def _items(
+    db: sqlite_utils.Database,
+    stamp: str,
+    blocked: list[str],
+    allowed: list[str],
+    texts: tuple[str, list[str]],
+    limit: int,
+) -> list[tuple[Any, ...]]:
+    """Confirmed, uncontested, live profile items the policy shows, most relevant first."""
+    shown, params = texts
+    name = "lower(coalesce(category, ''))"
+    item_shown = f"{name} NOT IN ({_marks(blocked)})" if blocked else "1"
+    item_shown += f" AND (sensitive = 0 OR {name} IN ({_marks(allowed)}))" if allowed else ""
+    item_shown += "" if allowed else " AND sensitive = 0"
+    rows: list[tuple[Any, ...]] = db.execute(
+        "SELECT key, value, category, confidence, relevance_score,"
+        " coalesce(confirmed_at, updated_at) FROM profile_items"
+        f" WHERE status = 'confirmed' AND contested_by IS NULL AND {_LIVE} AND {item_shown}"
+        f" AND {shown} ORDER BY relevance_score DESC, key, item_id LIMIT ?",
+        [stamp, *blocked, *allowed, *params, limit],
+    ).fetchall()
+    return rows
+
+
 def read_view(
     db: sqlite_utils.Database,
     *,
@@ -59,6 +84,7 @@ def read_view(
     consented: frozenset[str],
     privacy: PrivacyPolicy | None = None,
     max_profile_items: int = 64,
+    max_daily: int = MAX_DAILY,
 ) -> CacheView:
     policy = privacy or PrivacyPolicy()
     stamp = iso(now)
@@ -81,22 +107,13 @@ def read_view(
     daily = db.execute(
         f"SELECT day, summary FROM daily_summaries WHERE {_LIVE} AND {shown}"
         " ORDER BY day DESC LIMIT ?",
-        [stamp, *params, MAX_DAILY],
+        [stamp, *params, max_daily],
     ).fetchall()
     digest = db.execute(
         f"SELECT digest FROM weekly_digests WHERE {_LIVE} AND {shown} ORDER BY week DESC LIMIT 1",
         [stamp, *params],
     ).fetchone()
-    name = "lower(coalesce(category, ''))"
-    item_shown = f"{name} NOT IN ({_marks(blocked)})" if blocked else "1"
-    item_shown += f" AND (sensitive = 0 OR {name} IN ({_marks(allowed)}))" if allowed else ""
-    item_shown += "" if allowed else " AND sensitive = 0"
-    items = db.execute(
-        "SELECT key, value, category, confidence, relevance_score FROM profile_items"
-        f" WHERE status = 'confirmed' AND {_LIVE} AND {item_shown} AND {shown}"
-        " ORDER BY relevance_score DESC, key, item_id LIMIT ?",
-        [stamp, *blocked, *allowed, *params, max_profile_items],
-    ).fetchall()
+    items = _items(db, stamp, blocked, allowed, (shown, params), max_profile_items)
     sync = db.execute("SELECT cursor, version FROM sync_position WHERE id = 1").fetchone()
     return CacheView(
         recent_pairs=tuple(PairView(u, a, r) for u, a, r in reversed(pairs)),
@@ -104,7 +121,7 @@ def read_view(
         daily_summaries=tuple(DailySummary(d, s) for d, s in daily),
         weekly_digest=digest[0] if digest else "",
         profile_items=tuple(
-            ProfileView(k, json.loads(v), c, conf, rel) for k, v, c, conf, rel in items
+            ProfileView(k, json.loads(v), c, conf, rel, up) for k, v, c, conf, rel, up in items
         ),
         sync=SyncPosition(*sync) if sync else SyncPosition(),
     )

@@ -21,7 +21,8 @@ from a2a_common import jsonx
 from a2a_common.clock import iso
 from a2a_common.sqlite import StorageUnavailable
 from edge import timings
-from edge.app_turns import TurnInputs, fingerprint
+from edge.app_consent import ConsentInputs
+from edge.app_turns import TurnInputs
 from edge.checkpointer import Checkpointer
 from edge.consent_ops import ConsentOps
 from edge.inbox import InboxDeadLetters
@@ -35,7 +36,6 @@ from edge.reports import Reports
 from edge.topics import (
     AdminRequestMsg,
     Arrival,
-    ConsentRequestMsg,
     DeviceContextMsg,
     ForgetMsg,
     ObservationMsg,
@@ -43,7 +43,6 @@ from edge.topics import (
     Refusal,
     TaskCallbackMsg,
     WorkflowRequestMsg,
-    parse,
     ref_of,
 )
 from edge.work import Work
@@ -102,6 +101,11 @@ class DeviceApp:
             latest=self.memory.state(OBSERVATIONS_KEY, {}) or {},
         )
         turns.observations = self.observations.for_turn
+        consent_inputs = ConsentInputs(self)
+        self.take_consent = consent_inputs.take_consent
+        self.reject_consent = consent_inputs.reject_consent
+        self.reload_consent = consent_inputs.reload_consent
+        self._consent = consent_inputs.admin
 
     def attach(self, wire: Wire) -> None:
         """The broker connection: owed MQTT messages and refusals go out on it from now."""
@@ -436,66 +440,3 @@ class DeviceApp:
             removed = self._forget_in_unit(msg.scope, msg.id, msg.with_sources)
             body = {"request_id": msg.request_id, "removed": removed}
             self.outbox.enqueue(self.topics.forget_result, body)
-
-    # --- consent (SPEC §5.6) -------------------------------------------------------------------
-    def take_consent(self, msg: ConsentRequestMsg, arrival: Arrival) -> None:
-        """Every request gets `P/consent/result`; a repeat of an applied `request_id` the same
-        answer again (applied once); one the register cannot take is refused with `ref` too."""
-        key = f"consent:{msg.request_id}"
-        ref = {"request_id": msg.request_id}
-        content = fingerprint(jsonx.dumps([msg.action, msg.scope, msg.ttl_s]))
-        seen = self.dedupe.seen(key)
-        if seen is not None and seen.fingerprint in (None, content):
-            if seen.answer is not None:  # the same request again: its answer again
-                with self.unit():
-                    self.outbox.enqueue(self.topics.consent_result, seen.answer)
-            return
-        with self.unit() as result:
-            if seen is not None:  # the id of an applied request, with other content
-                answer = self.consent.refused(
-                    "duplicate_request_id", "this request_id was applied with other content"
-                )
-            else:
-                answer = self.consent.apply(result, msg, source="ui", request_id=msg.request_id)
-            body = {"request_id": msg.request_id, **answer.wire()}
-            self.outbox.enqueue(self.topics.consent_result, body)
-            if answer.ok:  # a refused one changes nothing, not even a dedupe mark
-                self.dedupe.mark(key, arrival.topic, content)
-                self.dedupe.answered(key, body)
-                self.after_commit(self.replayer.notify)
-        if not answer.ok:
-            refusal = Refusal(answer.error or "invalid_field", answer.detail or "")
-            self.refuse(arrival.topic, refusal, ref=ref)
-
-    def reject_consent(self, payload: bytes, refusal: Refusal) -> None:
-        """A `P/consent/request` refused at the gate is answered all the same when its
-        `request_id` can be read: the UI never waits for nothing."""
-        request_id = ref_of(payload, self.settings.mqtt.max_payload_bytes).get("request_id")
-        if not isinstance(request_id, str):
-            return
-        body = {"request_id": request_id, "ok": False, "grants": self.consent.grants()}
-        body |= {"error": refusal.error, "detail": refusal.detail}
-        with self.unit():
-            self.outbox.enqueue(self.topics.consent_result, body)
-
-    def reload_consent(self, categories: list[str], capabilities: list[str]) -> None:
-        """SIGHUP: the grants standing in config, again; a dropped one ends like a revoke."""
-        self.consent.register.set_standing(categories, capabilities)
-        self.consent.recheck = True  # until the cancels commit (else the next tick does them)
-        with self.unit() as result:
-            result.merge(self.consent.enforce())
-        self.consent.recheck = False
-
-    def _consent(self, action: str, args: dict[str, Any]) -> dict[str, Any]:
-        """`consent.grant` / `consent.revoke` {scope, ttl_s?}: the same rules as the UI's."""
-        wire = {**args, "request_id": "admin", "action": action}
-        max_bytes = self.settings.mqtt.max_payload_bytes
-        msg = parse(ConsentRequestMsg, jsonx.dumps(wire).encode(), max_bytes)
-        if isinstance(msg, Refusal):
-            return {"ok": False, "error": f"{msg.error}: {msg.detail}"}
-        with self.unit() as result:
-            answer = self.consent.apply(result, msg, source="cli", request_id=None)
-        if not answer.ok:
-            return {"ok": False, "error": f"{answer.error}: {answer.detail}"}
-        self.replayer.notify()
-        return {"ok": True, "result": {"grants": answer.grants}}

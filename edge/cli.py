@@ -19,7 +19,16 @@ from collections.abc import Callable
 
 from a2a_common.backup import BackupError
 from a2a_common.sqlite import StorageError
-from edge import __version__, cli_consent, cli_dev, cli_memory, cli_service, cli_work, reload
+from edge import (
+    __version__,
+    cli_consent,
+    cli_console,
+    cli_dev,
+    cli_memory,
+    cli_service,
+    cli_work,
+    reload,
+)
 from edge.cli_kit import (
     EXIT_CONFIG,
     EXIT_FAILURE,
@@ -39,6 +48,7 @@ GROUPS: list[Callable[[Subparsers], None]] = [
     cli_memory.register,  # memory
     cli_work.register,  # workflows, sync, inbox
     cli_consent.register,  # consent
+    cli_console.register,  # console (a process of its own)
     cli_dev.register,  # demo, sim
 ]
 EXIT_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a writer whose reader went away

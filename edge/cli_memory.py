@@ -46,7 +46,7 @@ def cmd_memory_show(args: argparse.Namespace) -> int:
         (
             item["key"],
             json.dumps(item["value"], ensure_ascii=False),
-            item["status"],
+            item["state"],
             item["category"],
             item["confidence"],
             item["mentions"],
@@ -62,7 +62,7 @@ def cmd_memory_show(args: argparse.Namespace) -> int:
 def cmd_memory_snapshot(args: argparse.Namespace) -> int:
     from edge import views
 
-    snapshot, size = views.memory_snapshot(settings_of(args))
+    snapshot, size = views.memory_snapshot(settings_of(args), getattr(args, "utterance", None))
     if args.json:
         print(json.dumps({"bytes": size, "snapshot": snapshot}, ensure_ascii=False))
     else:
@@ -168,11 +168,17 @@ def register(sub: Subparsers) -> None:
         "the memory cache: show, snapshot, pairs, sessions; forget and revoke",
     )
     command(memory, "show", "tiers, counts, profile items with status and sources", cmd_memory_show)
-    command(
+    snap = command(
         memory,
         "snapshot",
         "the exact memory snapshot the next turn would send, and its size",
         cmd_memory_snapshot,
+    )
+    snap.add_argument(
+        "--for",
+        dest="utterance",
+        metavar="TEXT",
+        help="the snapshot a turn with these words would send (focused on them, SPEC 5.2)",
     )
     pairs = command(memory, "pairs", "question/answer pairs, newest first", cmd_memory_pairs)
     add_limit(pairs, 50, "pairs")

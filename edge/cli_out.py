@@ -11,6 +11,7 @@ wrapped when the output is not a terminal.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -43,8 +44,11 @@ def console(stream: TextIO | None = None) -> Console:
 
     out = stream or sys.stdout
     terminal = out.isatty()
+    plain = "NO_COLOR" in os.environ or os.environ.get("TERM") == "dumb"
     return Console(
         file=out,
+        # NO_COLOR/dumb: no escape codes at all (rich alone drops colours but keeps bold)
+        color_system=None if plain else "auto",
         highlight=False,
         emoji=False,
         markup=False,
@@ -135,9 +139,16 @@ def fields(values: Mapping[str, Any], *, title: str = "", stream: TextIO | None 
 
 
 def error(message: str) -> None:
-    """`a2a-edge: message` on stderr (red on a terminal)."""
+    """`a2a-edge: message` on stderr (red on a terminal). Under journald (a service's exit 2
+    or 3, a refused `ExecReload=`) it is one `<3>` line: `journalctl -p err` shows why."""
     from rich.text import Text
 
+    from edge.log import under_journald
+
+    if under_journald(sys.stderr):
+        sys.stderr.write(f"<3>a2a-edge: {message}\n")
+        sys.stderr.flush()
+        return
     console(sys.stderr).print(Text(f"a2a-edge: {message}", style="red"))
 
 

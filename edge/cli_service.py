@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from a2a_common.clock import Clock, OffsetClock, SteadyClock, SystemClock
+from a2a_common.sqlite import StorageError
 from edge import statelock
 from edge.cli_kit import (
     EXIT_NOT_RUNNING,
@@ -88,7 +89,13 @@ def _status_title(shown: dict[str, Any]) -> str:
 def cmd_status(args: argparse.Namespace) -> int:
     from edge import cli_out, views
 
-    shown = views.status(settings_of(args))
+    try:
+        shown = views.status(settings_of(args))
+    except StorageError as exc:
+        if not args.json:
+            raise  # one line on stderr, exit 3 (edge/cli.py)
+        cli_out.emit_json({"service": "not running", "health": "unknown", "error": str(exc)})
+        return EXIT_NOT_RUNNING
     if args.json:
         cli_out.emit_json(shown)
     else:

@@ -107,11 +107,24 @@ class PromotionSettings(_Section):
     min_mentions: int = Field(3, ge=1, le=1000)
     min_days: int = Field(3, ge=1, le=365)
     auto_confirm_days: int = Field(7, ge=1, le=3650)
+    window_days: int = Field(14, ge=1, le=3650)
+
+    @model_validator(mode="after")
+    def _window_holds_the_rule(self) -> PromotionSettings:
+        if self.window_days < max(self.min_days, self.auto_confirm_days):
+            raise ValueError(
+                f"window_days ({self.window_days}) must be at least min_days and"
+                f" auto_confirm_days ({max(self.min_days, self.auto_confirm_days)}):"
+                " evidence outside the window is not counted"
+            )
+        return self
 
 
 class MemorySettings(_Section):
     snapshot_budget_bytes: int = Field(4096, ge=256, le=1048576)
     recent_pairs: int = Field(6, ge=0, le=100)
+    # profile items the utterance does not name that may still go with a turn (standing context)
+    snapshot_standing_items: int = Field(2, ge=0, le=64)
     session_idle_s: int = Field(1800, ge=1)
     retention_days: int = Field(30, ge=1)
     retention_every_s: int = Field(600, ge=1)  # how often the retention sweep runs

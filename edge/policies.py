@@ -34,6 +34,7 @@ def memory_policy(settings: Settings) -> MemoryPolicy:
     return MemoryPolicy(
         snapshot_budget_bytes=mem.snapshot_budget_bytes,
         recent_pairs=mem.recent_pairs,
+        standing_items=mem.snapshot_standing_items,
         session_idle_s=mem.session_idle_s,
         timezone=mem.timezone,
         promotion=PromotionPolicy(**mem.promotion.model_dump()),

@@ -26,6 +26,24 @@ from edge.statelock import LOCK_NAME
 MARK_NAME = "reloaded"
 WAIT_S = 30.0
 POLL_S = 0.05
+APPLIED = ("log.level", "experience.mode", "privacy.")  # what SIGHUP applies (a prefix: all)
+
+
+def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, inner in value.items():
+            out.update(_flat(inner, f"{prefix}{key}."))
+        return out
+    return {prefix.rstrip("."): value}
+
+
+def needs_restart(running: Any, fresh: Any) -> list[str]:
+    """The dotted keys whose value in the file differs from the running settings and that a
+    reload does not apply (they take effect at the next start): names only, never values."""
+    old, new = _flat(running.model_dump()), _flat(fresh.model_dump())
+    changed = {key for key in old.keys() | new.keys() if old.get(key) != new.get(key)}
+    return sorted(key for key in changed if not any(key == a or key.startswith(a) for a in APPLIED))
 
 
 def monotonic_usec() -> int:

@@ -229,6 +229,13 @@ class Runtime:
             len(fresh.privacy.consented_categories),
         )
         self._reload_experience(fresh.experience.mode)
+        stale = reload.needs_restart(self._settings, fresh)
+        if stale:  # `systemctl reload` succeeds; the operator must hear that these wait
+            log.warning(
+                "reload: %s changed in the file, applied only at a restart"
+                " (systemctl restart a2a-edge); running with the values it started with",
+                ", ".join(stale),
+            )
         try:
             self._app.reload_consent(
                 fresh.privacy.consented_categories, fresh.privacy.consented_capabilities
@@ -381,6 +388,7 @@ class Runtime:
         if not session_present:
             self._app.session_lost()
         self._app.outbox.flush()  # what was owed before this connection
+        self._notifier.status(self._status_line())  # `systemctl status` now, not at the next tick
 
     def _on_published(self, mid: int) -> None:
         self._app.outbox.on_published(mid)
@@ -399,6 +407,7 @@ class Runtime:
             log.warning("broker disconnected: %s", reason)  # once per reason, not per retry
         self._last_broker_error = reason
         self._broker_up = False
+        self._notifier.status(self._status_line())
 
     def _fatal(self, reason: str, *, logged: bool = False) -> None:
         """Stop with exit 1 (systemd restarts; the start-up check decides what next) without

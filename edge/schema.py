@@ -26,5 +26,6 @@ MIGRATIONS: list[Migration] = [
     *inbox.MIGRATIONS_2,  # 11 edge_0004_inbox_seen_answers
     *cache_schema.MIGRATIONS_4,  # 12 cache_0004_text_categories
     *consent.MIGRATIONS,  # 13 edge_0005_consent_register
-    *taskmanager_watch.MIGRATIONS,  # 15 taskmanager_0003_cancel_confirm (14: the memory helper's)
+    *cache_schema.MIGRATIONS_5,  # 14 cache_0005_memory_windows
+    *taskmanager_watch.MIGRATIONS,  # 15 taskmanager_0003_cancel_confirm
 ]

@@ -70,7 +70,7 @@ def turn_request(turn: Received, memory: Memory, *, device_id: str, clock: Clock
             session_id=turn.session_id,
             last_route=memory.state("last_route", ""),
             active_workflow_id=memory.state("active_workflow_id", ""),
-            memory_snapshot=memory.snapshot(turn.session_id),
+            memory_snapshot=memory.snapshot(turn.session_id, turn.text, turn.device_context),
         ),
         device_context=turn.device_context,
     )

@@ -18,6 +18,7 @@ from a2a_common.jsonx import canonical
 from a2a_common.sqlite import open_readonly, schema_version
 from cache import listing
 from cache.memory import SYNC_REFUSED, Memory
+from cache.revision import state_of
 from cache.store import CacheStore
 from edge import statelock
 from edge.config import Settings
@@ -134,6 +135,20 @@ def _memory(db: sqlite_utils.Database, settings: Settings) -> Memory:
     return Memory(db=db, clock=SystemClock(), policy=memory_policy(settings))
 
 
+def _why(row: dict[str, Any], memory: Memory) -> str:
+    """Why an item is not what its status alone says (SPEC §5.4), naming the other value."""
+
+    def value_of(item_id: str) -> str:
+        found = [r["value"] for r in memory.profile.items(row["key"]) if r["item_id"] == item_id]
+        return found[0] if found else item_id
+
+    if row["status"] == "confirmed" and row["contested_by"]:
+        return f"contested by {value_of(row['contested_by'])}: left out of the snapshot"
+    if row["status"] != "confirmed" and row["superseded_by"]:
+        return f"superseded by {value_of(row['superseded_by'])} at {row['superseded_at']}"
+    return ""
+
+
 def memory_show(settings: Settings) -> dict[str, Any]:
     with readonly_db(settings) as db:
         memory = _memory(db, settings)
@@ -143,6 +158,8 @@ def memory_show(settings: Settings) -> dict[str, Any]:
                 "key": row["key"],
                 "value": json.loads(row["value"]),
                 "status": row["status"],
+                "state": state_of(row["status"], row["contested_by"], row["superseded_by"]),
+                "why": _why(row, memory),
                 "category": row["category"],
                 "confidence": row["confidence"],
                 "relevance_score": row["relevance_score"],
@@ -183,12 +200,15 @@ def memory_show(settings: Settings) -> dict[str, Any]:
         }
 
 
-def memory_snapshot(settings: Settings) -> tuple[dict[str, Any], int]:
-    """The snapshot the next turn would send (without its own session id) and its byte size."""
+def memory_snapshot(settings: Settings, utterance: str | None = None) -> tuple[dict[str, Any], int]:
+    """The snapshot the next turn would send (without its own session id) and its byte size;
+    with `utterance`, the one a turn with those words would send (the retained device context)."""
     with readonly_db(settings) as db:
         memory = _memory(db, settings)
         session = memory.session_for(None, memory.now())
-        snapshot = memory.snapshot(session)
+        context = memory.state("device_context", {}) if utterance is not None else None
+        context = context if isinstance(context, dict) else {}
+        snapshot = memory.snapshot(session, utterance, context)
         return snapshot, len(canonical(snapshot))
 
 

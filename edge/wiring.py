@@ -103,12 +103,7 @@ def build_app(
     wal = checkpointer(settings, live=live)  # its gate and its files' check hold each commit
     commits = Commits(db, on_commit=outbox.flush, gate=wal.gate.writing, guard=wal.intact)
     topics = Topics(settings.mqtt.topic_prefix, settings.device_id)
-    register = ConsentRegister(
-        db=db,
-        clock=clock,
-        categories=settings.privacy.consented_categories,
-        capabilities=settings.privacy.consented_capabilities,
-    )
+    register = _consent_register(settings, db, clock)
     memory = Memory(
         db=db, clock=clock, policy=memory_policy(settings), consents=register.categories
     )
@@ -116,14 +111,7 @@ def build_app(
     sync_outbox = SyncOutbox(db=db, clock=clock)
     publisher = TaskPublisher(topics=topics, outbox=outbox)
     tm = _task_manager(settings, db, clock, publisher, register)
-    reports = Reports(
-        cloud=cloud,
-        clock=clock,
-        sync_outbox=sync_outbox,
-        device_id=settings.device_id,
-        deadline_s=settings.taskmanager.events_deadline_s,
-        live=live,
-    )
+    reports = _reports(settings, cloud, clock, sync_outbox, live)
     work = Work(commits=commits, tm=tm, memory=memory, sync_outbox=sync_outbox, reports=reports)
     backoff_s = settings.sync.max_backoff_s if max_backoff_s is None else max_backoff_s
     replayer = _replayer(settings, db, clock, commits, memory, sync_outbox, cloud, backoff_s)
@@ -151,6 +139,30 @@ def build_app(
         checkpointer=wal,
         reports=reports,
         consent=ConsentOps(register=register, sync_outbox=sync_outbox, tm=tm),
+    )
+
+
+def _consent_register(
+    settings: Settings, db: sqlite_utils.Database, clock: Clock
+) -> ConsentRegister:
+    return ConsentRegister(
+        db=db,
+        clock=clock,
+        categories=settings.privacy.consented_categories,
+        capabilities=settings.privacy.consented_capabilities,
+    )
+
+
+def _reports(
+    settings: Settings, cloud: CloudClient, clock: Clock, sync_outbox: SyncOutbox, live: bool
+) -> Reports:
+    return Reports(
+        cloud=cloud,
+        clock=clock,
+        sync_outbox=sync_outbox,
+        device_id=settings.device_id,
+        deadline_s=settings.taskmanager.events_deadline_s,
+        live=live,
     )
 
 

@@ -25,7 +25,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-from sim import demo_cancel, demo_experience
+from sim import demo_cancel, demo_experience, demo_memory
 from sim.broker import Mosquitto
 from sim.cloud import SimCloud
 from sim.demo_view import LogTail, Timeline, print_summary
@@ -182,6 +182,8 @@ class Demo:
         self._vital_with_consent()
         demo_experience.quiet_rest(self)
         demo_experience.rest_without_evidence(self)
+        demo_memory.change_of_mind(self)
+        demo_memory.relevance_under_a_small_budget(self)
         demo_cancel.unconfirmed_cancel(self)
 
     def _rooms_and_pui(self) -> None:

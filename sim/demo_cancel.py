@@ -24,7 +24,7 @@ def _alarm(demo: Demo, shown: bool) -> dict[str, Any]:
 
 
 def unconfirmed_cancel(demo: Demo) -> None:
-    demo.say("scene", "10. 확인되지 않은 취소", "a cancel nobody confirms")
+    demo.say("scene", "12. 확인되지 않은 취소", "a cancel nobody confirms")
     behaviors = demo.devices.behaviors
     behaviors["mobility.move_to_room"] = Behavior("hung")
     behaviors["mobility.stop"] = Behavior("silent")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
+from typing import Any
 
 import sqlite_utils
 
@@ -176,6 +177,16 @@ class SyncOutbox:
 
     def dead_count(self) -> int:
         return int(self._db.execute("SELECT count(*) FROM sync_dead").fetchone()[0])
+
+    def dead_listing(self, limit: int) -> list[dict[str, Any]]:
+        """Dead letters, newest first: ids, kind, tries and reason — never the payload."""
+        rows = self._db.execute(
+            "SELECT write_id, kind, created_at, attempts, reason, dead_at FROM sync_dead"
+            " ORDER BY dead_at DESC, write_id LIMIT ?",
+            [limit],
+        ).fetchall()
+        names = ("write_id", "kind", "created_at", "attempts", "reason", "dead_at")
+        return [dict(zip(names, row, strict=True)) for row in rows]
 
     def oldest_created(self) -> str | None:
         row = self._db.execute("SELECT min(created_at) FROM sync_outbox").fetchone()

@@ -186,6 +186,13 @@ def test_no_blocked_text_in_a_snapshot_or_a_sync_body(
             outbox = SyncOutbox(db=db, clock=clock)
             fill(memory, outbox, oracle, data)
             snapshots = [canonical(memory.snapshot(s)).decode() for s in [*SESSIONS, None]]
+            # relevance never brings a hidden text in: utterances that name each one exactly
+            said = [f"{m} {' '.join(TERMS.values())} 거실" for m in oracle.hidden()[:4]]
+            for text in [*said, "안녕", ""]:
+                snapshots += [
+                    canonical(memory.snapshot(s, text, {"current_room": "현관"})).decode()
+                    for s in [*SESSIONS, None]
+                ]
             for marker in oracle.hidden():
                 assert not any(marker in s for s in snapshots), (marker, oracle.marks[marker])
             poster = Poster()

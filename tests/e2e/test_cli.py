@@ -211,8 +211,18 @@ def test_colour_only_on_a_terminal_and_never_with_no_color(tmp_path: Path) -> No
     assert COLOUR.search(shown), repr(shown)
     code, shown = under_pty(*missing, env={"NO_COLOR": "1"})
     assert code == 2 and "file not found" in shown and not COLOUR.search(shown), repr(shown)
+    assert "\x1b[" not in shown, repr(shown)  # no bold either: no escape code at all
     piped = a2a_edge(*missing)
     assert piped.returncode == 2 and "\x1b" not in piped.stderr
+
+
+def test_status_json_without_a_state_db_is_still_json(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(f'state_dir = "{tmp_path / "none"}"\n')
+    done = a2a_edge("status", "--json", "--config", str(config))
+    assert done.returncode == 3
+    shown = json.loads(done.stdout)
+    assert shown["service"] == "not running" and shown["error"]
 
 
 def test_a_progress_bar_on_a_terminal_only() -> None:

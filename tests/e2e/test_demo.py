@@ -47,8 +47,17 @@ def test_demo_plays_every_scene_and_sums_up(broker: str) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     scenes = [e["en"] for e in events if e["kind"] == "scene"]
-    assert len(scenes) == 10 and scenes[0] == "a two-step room workflow"
-    assert scenes[9] == "a cancel nobody confirms"
+    assert len(scenes) == 12 and scenes[0] == "a two-step room workflow"
+    assert scenes[9:] == [
+        "the user changes their mind",
+        "relevance under a 1000-byte budget",
+        "a cancel nobody confirms",
+    ]
+    # 안방 (confirmed on day 6) is contested by 거실 on day 8, then superseded by it on day 10
+    assert [e["preferred"] for e in events if "preferred" in e] == ["안방", "-", "-", "거실"]
+    assert next(e["why"] for e in events if "why" in e).startswith('superseded by "거실"')
+    kept = [e["kept"] for e in events if "kept" in e]  # what the utterance names goes first
+    assert kept[0][0] == "favorite_song" and kept[1][0] == "preferred_room", kept
     assert scenes[6] == "a vital measurement: consent at the robot"
     criteria = [e["criteria"] for e in events if "criteria" in e]  # scenes 8 and 9 (seed 003)
     assert criteria == [
@@ -62,11 +71,11 @@ def test_demo_plays_every_scene_and_sums_up(broker: str) -> None:
     ]
     summary = events[-1]
     assert summary["kind"] == "summary"
-    assert summary["turns"] == {"ok": 15, "offline": 2}
-    assert summary["workflows"] == {"completed": 9, "cancelled": 3}
+    assert summary["turns"] == {"ok": 21, "offline": 2}
+    assert summary["workflows"] == {"completed": 13, "cancelled": 3}
     assert summary["writes_synced"] >= 15 and summary["sync_pending"] == 0
     assert 0 < summary["snapshot_bytes"] <= 4096
-    assert summary["preferred_room"] == "안방"
+    assert summary["preferred_room"] == "거실"  # the user changed their mind in scene 10
     replies = [e["reply"] for e in events if e["kind"] == "robot"]
     assert (replies[4]["status"], replies[4]["route_family"]) == ("offline", "")
     assert (replies[5]["status"], replies[5]["route_family"]) == ("offline", "LOCAL")
@@ -116,7 +125,7 @@ def test_demo_text_timeline_is_readable_and_verbose_shows_the_runtime_log() -> N
     box = [line for line in box if line.strip()]
     assert len(box) == 8, box  # top, six rows, bottom
     assert len({cells(line) for line in box}) == 1, [cells(line) for line in box]
-    assert re.search(r"│ preferred_room / 선호 방\s+│ 안방\s+│", out)
+    assert re.search(r"│ preferred_room / 선호 방\s+│ 거실\s+│", out)
     assert "\x1b[" not in out  # not a terminal: no colour
 
 

@@ -53,7 +53,8 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_the_wheel_holds_the_catalogs_and_the_entry_point(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
-    for data in ("taskmanager/catalog.json", "edge/py.typed", "a2a_common/py.typed"):
+    page = [f"edge/console_static/console.{ext}" for ext in ("html", "js", "css")]
+    for data in ("taskmanager/catalog.json", "edge/py.typed", "a2a_common/py.typed", *page):
         assert data in names, data
     assert not [n for n in names if n.startswith("tests/")]
     meta = {n.split("/")[-1]: n for n in names if ".dist-info/" in n}

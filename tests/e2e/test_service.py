@@ -168,3 +168,22 @@ def test_json_logs_are_one_object_a_line_without_user_words(
     assert entries and all({"ts", "level", "logger", "msg"} <= e.keys() for e in entries)
     assert any("turn t-j" in e["msg"] for e in entries)
     assert "비밀 일기장" not in runtime.log()
+
+
+def test_status_says_broker_connected_as_soon_as_it_is(
+    tmp_path: Path, runtime_factory: RuntimeFactory
+) -> None:
+    """Seen under a real systemd: READY's STATUS= is written before the broker connects, and
+    `systemctl status` said "broker disconnected" until the watchdog's next tick (5 s)."""
+    first = runtime_factory()
+    first.terminate()
+    runtime = RuntimeProcess(first.config, tmp_path, env={"WATCHDOG_USEC": "4000000"})
+    try:
+        runtime.start()
+        assert runtime.notify is not None
+        eventually(lambda: "WATCHDOG=1" in runtime.notify.lines, 10)  # type: ignore[union-attr]
+        lines = runtime.notify.lines
+        connected = next(i for i, s in enumerate(lines) if "broker connected;" in s)
+        assert connected < lines.index("WATCHDOG=1"), lines  # not left for the first tick
+    finally:
+        runtime.close()

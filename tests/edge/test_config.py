@@ -66,6 +66,8 @@ def test_file_then_environment_overrides(tmp_path: Path) -> None:
         ('[cloud]\nbase_url = "ftp://x"\n', {}, "cloud.base_url"),
         ('[storage]\nsynchronous = "OFF"\n', {}, "storage.synchronous"),
         ("[mqtt\n", {}, "--config"),
+        ("[memory.promotion]\nwindow_days = 5\n", {}, "memory.promotion"),  # < auto_confirm_days
+        ("[memory]\nsnapshot_standing_items = -1\n", {}, "memory.snapshot_standing_items"),
     ],
 )
 def test_bad_values_name_their_key(

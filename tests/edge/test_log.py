@@ -8,6 +8,8 @@ import json
 import logging
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 from edge.log import JsonFormatter, fields, formatter, under_journald
@@ -112,3 +114,23 @@ def test_a_handler_failure_is_one_error_line_not_an_error_and_a_warning(
     lines = runtime.log().splitlines()
     loud = [line for line in lines if " WARNING " in line or " ERROR " in line]
     assert len(loud) == 1 and "handler for" in loud[0] and " ERROR " in loud[0], loud
+
+
+def test_under_journald_the_exit_line_of_a_command_is_an_error(tmp_path: Path) -> None:
+    """Seen under a real systemd: exit 2's `a2a-edge: config error: …` was logged at the
+    stream's priority (info), so `journalctl -p warning` did not show why it stopped."""
+    bad = tmp_path / "config.toml"
+    bad.write_text(f'state_dir = "{tmp_path}"\nno_such_key = 1\n')
+    err = tmp_path / "stderr"
+    with err.open("w") as stream:
+        st = os.fstat(stream.fileno())
+        env = {**os.environ, "JOURNAL_STREAM": f"{st.st_dev}:{st.st_ino}", "COLUMNS": "40"}
+        done = subprocess.run(
+            [sys.executable, "-m", "edge", "run", "--config", str(bad)],
+            stderr=stream,
+            env=env,
+            timeout=30,
+        )
+    assert done.returncode == 2
+    (line,) = err.read_text().splitlines()  # one entry, not wrapped at the console's width
+    assert line.startswith("<3>a2a-edge: config error: ") and "no_such_key" in line, line

@@ -58,3 +58,22 @@ def test_a_refused_reload_fails_the_command_and_keeps_the_service(
     assert runtime.proc.poll() is None
     code, text = reload.signal_and_wait(state_dir(tmp_path), 2**22 + 7, 1.0)
     assert code == 1 and "not running" in text
+
+
+def test_keys_a_reload_does_not_apply_are_named() -> None:
+    """Seen under a real systemd: `systemctl reload` after changing mqtt.port succeeded and
+    said nothing, and the service kept the old port. The keys that wait for a restart are
+    named (never their values); what a reload applies is not."""
+    from edge.config import Settings
+
+    running = Settings()
+    fresh = Settings.model_validate(
+        {
+            "mqtt": {"port": 1884, "password_file": "/etc/a2a-edge/secret"},
+            "log": {"level": "DEBUG", "format": "json"},
+            "privacy": {"consented_categories": ["health"]},
+            "experience": {"mode": "off"},
+        }
+    )
+    assert reload.needs_restart(running, fresh) == ["log.format", "mqtt.password_file", "mqtt.port"]
+    assert reload.needs_restart(running, Settings()) == []

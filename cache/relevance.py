@@ -1,0 +1,169 @@
+"""Relevance of memory to the current turn (SPEC §5.2), pure and deterministic.
+
+An item (a profile item's key and value, a daily summary's text) is scored against the
+utterance three ways, strongest first:
+
+- *named*: the item's value (or its key) occurs in the utterance as written — "거실 청정해줘"
+  names `preferred_room = 거실`;
+- *concept*: the utterance and the item share a concept of the lexicon: the shipped one (rooms,
+  devices, music, times, …: the words of the catalogs' capabilities and of the robot's rooms),
+  the rooms the device context knows (`current_room`, `rooms`) — "안방 가줘" is about a room, so
+  `preferred_room` is about it too;
+- *n-grams*: character bigrams shared by the utterance's words and the item's (Korean nouns are
+  mostly two syllables, which SQLite's FTS5 `trigram` tokenizer cannot match at all: a query
+  shorter than three characters finds nothing; bigrams of at most a few dozen short texts are
+  cheaper than a round trip to an index).
+
+Matched items rank by score, then the cloud's `relevance_score`, confidence, recency. Unmatched
+items are *standing context*: at most `standing` of them go with a turn, taken in turns (a
+rotation keyed on the turn's minute), so no item goes out with every answer merely for being
+old and confident. Everything here is a function of the view, the utterance, the device context
+and the clock: same inputs, same order.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+_WORD = re.compile(r"[0-9A-Za-z\uac00-\ud7a3]+")
+
+# concept → the words that name it (utterance side) and the key fragments that carry it
+CONCEPTS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "room": (
+        ("방", "거실", "안방", "주방", "부엌", "서재", "현관", "침실", "작은방", "아이방", "room"),
+        ("room", "place", "location"),
+    ),
+    "air": (("청정", "공기", "미세먼지", "환기", "purif", "air"), ("purif", "air", "clean")),
+    "music": (("노래", "음악", "곡", "틀어", "song", "music"), ("song", "music", "artist")),
+    "time": (("시에", "아침", "저녁", "일어나", "기상", "알람", "wake", "alarm"), ("time", "wake")),
+    "hobby": (("취미", "주말", "등산", "운동", "hobby"), ("hobby", "sport", "weekend")),
+    "food": (("밥", "음식", "먹", "요리", "food"), ("food", "meal", "dish")),
+}
+NAMED, CONCEPT, GRAM = 100, 10, 1
+
+
+def words(text: str) -> list[str]:
+    return [w.lower() for w in _WORD.findall(text)]
+
+
+def grams(text: str) -> frozenset[str]:
+    """Character bigrams of each word (a one-character word is its own gram)."""
+    out: set[str] = set()
+    for word in words(text):
+        out.update(word[i : i + 2] for i in range(max(1, len(word) - 1)))
+    return frozenset(out)
+
+
+@dataclass(frozen=True)
+class Query:
+    """The turn's side of the match, built once per turn."""
+
+    text: str
+    low: str
+    grams: frozenset[str]
+    concepts: frozenset[str]
+    rooms: frozenset[str]
+
+    @property
+    def empty(self) -> bool:
+        return not self.grams
+
+
+def _rooms_of(context: Mapping[str, Any] | None) -> frozenset[str]:
+    """The rooms the device context knows: `current_room` and a `rooms` list of strings."""
+    if not isinstance(context, Mapping):
+        return frozenset()
+    found = [context.get("current_room")]
+    rooms = context.get("rooms")
+    if isinstance(rooms, list):
+        found += rooms[:64]
+    return frozenset(r for r in found if isinstance(r, str) and 0 < len(r) <= 40)
+
+
+def concepts_in(text: str, rooms: Iterable[str] = ()) -> frozenset[str]:
+    low = text.lower()
+    found = {name for name, (said, _keys) in CONCEPTS.items() if any(w in low for w in said)}
+    if any(room and room in text for room in rooms):
+        found.add("room")
+    return frozenset(found)
+
+
+def query(utterance: str, device_context: Mapping[str, Any] | None = None) -> Query:
+    text = utterance if isinstance(utterance, str) else ""
+    rooms = _rooms_of(device_context)
+    return Query(text, text.lower(), grams(text), concepts_in(text, rooms), rooms)
+
+
+@lru_cache(maxsize=8192)
+def _side(key: str, value_text: str) -> tuple[frozenset[str], frozenset[str]]:
+    """An item's own side of the match (its concepts, its bigrams), worked out once per text:
+    the same items are scored turn after turn."""
+    low = key.lower()
+    keyed = {n for n, (_said, keys) in CONCEPTS.items() if any(k in low for k in keys)}
+    return frozenset(keyed | concepts_in(value_text)), grams(
+        f"{key.replace('_', ' ')} {value_text}"
+    )
+
+
+def score(q: Query, key: str, value_text: str) -> int:
+    """How strongly the utterance names an item with this key and value text (0: not at all)."""
+    if q.empty:
+        return 0
+    named = bool(value_text) and value_text in q.text
+    named = named or (len(key) >= 2 and key.lower() in q.low)
+    concepts, item_grams = _side(key, value_text)
+    if "room" not in concepts and any(room in value_text for room in q.rooms):
+        concepts = concepts | {"room"}
+    shared = q.concepts & concepts
+    return NAMED * named + CONCEPT * len(shared) + GRAM * len(q.grams & item_grams)
+
+
+def rotate(unmatched: Sequence[Any], standing: int, turn_minute: int) -> list[Any]:
+    """`standing` of the unmatched items, in turns: the window moves by one each minute."""
+    if standing <= 0 or not unmatched:
+        return []
+    if len(unmatched) <= standing:
+        return list(unmatched)
+    start = turn_minute % len(unmatched)
+    return [unmatched[(start + i) % len(unmatched)] for i in range(standing)]
+
+
+def _value_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (list, tuple)):
+        return " ".join(_value_text(v) for v in value)
+    if isinstance(value, dict):
+        return " ".join(_value_text(v) for v in value.values())
+    return "" if value is None else str(value)
+
+
+def _ranked(items: Sequence[Any], scores: Sequence[int]) -> list[int]:
+    """Indices by score, then relevance, confidence, recency (newest first); stable over the
+    view's own order (relevance, key, id) for what ties on all of them."""
+    newest = sorted(range(len(items)), key=lambda i: items[i].updated, reverse=True)
+    return sorted(
+        newest,
+        key=lambda i: (-scores[i], -items[i].relevance, -(items[i].confidence or 0.0)),
+    )
+
+
+def focus_items(items: Sequence[Any], q: Query, standing: int, turn_minute: int) -> list[Any]:
+    """Profile items for this turn: the matched ones ranked, then standing context in turns."""
+    scores = [score(q, it.key, _value_text(it.value)) for it in items]
+    ranked = _ranked(items, scores)
+    matched = [items[i] for i in ranked if scores[i] > 0]
+    unmatched = [items[i] for i in ranked if scores[i] == 0]
+    return matched + rotate(unmatched, standing, turn_minute)
+
+
+def focus_daily(daily: Sequence[Any], q: Query, limit: int) -> list[Any]:
+    """Daily summaries for this turn: those the utterance names first (by score, newest first
+    among equals), then the newest, up to `limit`; `daily` comes newest first."""
+    scores = [score(q, "", d.summary) for d in daily]
+    order = sorted(range(len(daily)), key=lambda i: (-scores[i], i))
+    return [daily[i] for i in order[:limit]]

@@ -1,0 +1,99 @@
+"""Memory that changes its mind (SPEC §5.4): evidence windows, contested and superseded values.
+
+- Evidence counts only inside `window_days` local days of now, and for a value that was
+  superseded only evidence that arrived after it was superseded ("fresh"): one stale mention
+  never promotes, re-confirms or revives anything.
+- A confirmed value is *contested* while another value of its key has, since the confirmation
+  and inside the window, at least `contest_mentions` mentions on `contest_days` distinct days,
+  and more distinct days than the confirmed value itself had in that span (so the user coming
+  back to it lifts the contest). A contested value leaves the snapshot and stays in the cache.
+  The contest is worked out again whenever the key gets evidence.
+- Confirming a value supersedes the key's other confirmed value: `superseded_by` on the old,
+  `supersedes` on the new one, the old back to `candidate` with its evidence kept.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime, timedelta
+
+import sqlite_utils
+
+from a2a_common.clock import iso
+from cache.model import PromotionPolicy
+
+
+def window_start(today: str, policy: PromotionPolicy) -> str:
+    """The first local day whose evidence still counts (`today` is YYYY-MM-DD)."""
+    first = date.fromisoformat(today) - timedelta(days=policy.window_days - 1)
+    return first.isoformat()
+
+
+def counted(
+    db: sqlite_utils.Database, item_id: str, first_day: str, since: str | None
+) -> tuple[int, int]:
+    """(evidence rows, distinct days) of an item inside the window, after `since` if given."""
+    row = db.execute(
+        "SELECT count(*), count(DISTINCT day) FROM profile_evidence"
+        " WHERE item_id = ? AND day >= ? AND created_at > ?",
+        [item_id, first_day, since or ""],
+    ).fetchone()
+    return int(row[0]), int(row[1])
+
+
+def recontest(db: sqlite_utils.Database, key: str, first_day: str, policy: PromotionPolicy) -> None:
+    """Set or lift the contest on the key's confirmed value (see the module's rule)."""
+    held = db.execute(
+        "SELECT item_id, confirmed_at FROM profile_items WHERE key = ? AND status = 'confirmed'"
+        " ORDER BY item_id",
+        [key],
+    ).fetchall()
+    for item_id, confirmed_at in held:
+        rows = db.execute(
+            "SELECT e.item_id, count(*), count(DISTINCT e.day) FROM profile_evidence e"
+            " JOIN profile_items i ON i.item_id = e.item_id"
+            " WHERE i.key = ? AND e.day >= ? AND e.created_at > ? GROUP BY e.item_id",
+            [key, first_day, confirmed_at or ""],
+        ).fetchall()
+        own = next((days for iid, _m, days in rows if iid == item_id), 0)
+        rivals = sorted(
+            (-days, -mentions, iid)
+            for iid, mentions, days in rows
+            if iid != item_id
+            and mentions >= policy.contest_mentions
+            and days >= policy.contest_days
+            and days > own
+        )
+        db.execute(
+            "UPDATE profile_items SET contested_by = ? WHERE item_id = ?",
+            [rivals[0][2] if rivals else None, item_id],
+        )
+
+
+def supersede(db: sqlite_utils.Database, key: str, new_item_id: str, now: datetime) -> None:
+    """`new_item_id` was just confirmed: the key's other confirmed value is superseded by it."""
+    old = db.execute(
+        "SELECT item_id FROM profile_items WHERE key = ? AND status = 'confirmed'"
+        " AND item_id != ? ORDER BY item_id",
+        [key, new_item_id],
+    ).fetchall()
+    stamp = iso(now)
+    for (old_id,) in old:
+        db.execute(
+            "UPDATE profile_items SET status = 'candidate', superseded_by = ?, superseded_at = ?,"
+            " contested_by = NULL, updated_at = ? WHERE item_id = ?",
+            [new_item_id, stamp, stamp, old_id],
+        )
+    db.execute(
+        "UPDATE profile_items SET confirmed_at = ?, contested_by = NULL, superseded_by = NULL,"
+        " supersedes = coalesce(?, supersedes) WHERE item_id = ?",
+        [stamp, old[-1][0] if old else None, new_item_id],
+    )
+
+
+def state_of(status: str, contested_by: str | None, superseded_by: str | None) -> str:
+    """What `memory show` tells: the status, or why the item is not what it seems."""
+    if status == "confirmed" and contested_by:
+        return "contested"
+    if status != "confirmed" and superseded_by:
+        return "superseded"
+    return status
