@@ -45,13 +45,19 @@ def _decisions(demo: Demo, wf: str) -> None:
     demo.say("info", f"   슈퍼바이저 결정: {pairs}", f"supervisor decisions: {pairs}")
 
 
-def _criteria(demo: Demo, wf: str) -> dict[str, Any]:
-    _decisions(demo, wf)
-    ended = [
+def _ended_reports(demo: Demo, wf: str) -> list[dict[str, Any]]:
+    return [
         r["body"]["event"]
         for r in demo.cloud.requests(REPORTS)
         if r["body"]["workflow_id"] == wf and r["body"]["event"]["status"].startswith("WORKFLOW_")
     ]
+
+
+def _criteria(demo: Demo, wf: str) -> dict[str, Any]:
+    _decisions(demo, wf)
+    # the terminal report is posted after the commit that published the workflow's end
+    demo.wait(lambda: bool(_ended_reports(demo, wf)))
+    ended = _ended_reports(demo, wf)
     criteria: dict[str, Any] = ended[-1].get("criteria", {}) if ended else {}
     met, unmet = ", ".join(criteria.get("met", [])), ", ".join(criteria.get("unmet", []))
     demo.say(

@@ -1,5 +1,5 @@
 """Fuzzed MQTT input on every inbound topic, through the real process: no crash, no state
-change, every payload refused on P/runtime/error, memory bounded. CI runs 2,000 payloads; the
+change, every payload refused on P/runtime/error, memory bounded. CI runs 1,000 payloads; the
 full run (`A2A_FUZZ_PAYLOADS=100000`) is part of run_full.sh."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from sim.probe import MqttProbe
 from tests.conftest import ROOT, RuntimeFactory, StateRows, eventually
 from tests.reliability.payloads import INBOUND, hostile
 
-COUNT = int(os.environ.get("A2A_FUZZ_PAYLOADS", "2000"))
+COUNT = int(os.environ.get("A2A_FUZZ_PAYLOADS", "1000"))
 TABLES = (
     "pairs",
     "sessions",

@@ -1,4 +1,4 @@
-"""Crash torture in CI: 20 SIGKILLs of the runtime under a mixed workload (run_full.sh: 200)."""
+"""Crash torture in CI: 12 SIGKILLs of the runtime under a mixed workload (run_full.sh: 200)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 from tests.reliability.torture import Torture
 
-KILLS = int(os.environ.get("A2A_TORTURE_KILLS", "20"))
+KILLS = int(os.environ.get("A2A_TORTURE_KILLS", "12"))
 
 
 def test_sigkill_at_random_moments_loses_nothing(tmp_path: Path) -> None:
