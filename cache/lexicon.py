@@ -21,6 +21,7 @@ device, a false negative would send it away.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import re
 import tomllib
@@ -83,8 +84,9 @@ def _glue(tokens: list[str], single: bool) -> str:
     """Tokens joined by a space, except next to a one-letter token (`single`: only between
     two one-letter tokens), where they are joined without one: "혈 압 재줘" -> "혈압재줘"."""
     out = tokens[0] if tokens else ""
-    for prev, tok in zip(tokens, tokens[1:], strict=False):
-        short = (len(prev) == 1 and len(tok) == 1) if single else (len(prev) == 1 or len(tok) == 1)
+    for prev, tok in itertools.pairwise(tokens):
+        one = (len(prev) == 1, len(tok) == 1)
+        short = all(one) if single else any(one)
         out += tok if short else " " + tok
     return out
 
@@ -195,7 +197,8 @@ def _term(raw: Any, where: str) -> Term:
     tokens = _TOKEN.findall(fold(text)) if isinstance(text, str) else []
     if not tokens or len(text) > MAX_TERM_CHARS:
         raise LexiconError(
-            f"{where}: a term is a non-empty string of at most 64 characters, with a letter or digit"
+            f"{where}: a term is a non-empty string of at most 64 characters,"
+            " with a letter or digit"
         )
     if match not in MATCHES:
         raise LexiconError(f"{where}: match must be substring or word (got {match!r})")

@@ -16,8 +16,8 @@ Consent is read through one seam: the `consented` set the caller passes (today t
 from config; the consent register replaces that source).
 
 Category names compare case-insensitively (SPEC §5.5): the policy lower-cases its own names and
-every name it is asked about; the cloud's are lower-cased where they enter (`cloud_client.models`) and folded (NFKC, casefold)
-wherever a list of them is merged (`cache.labels.merge`).
+every name it is asked about, NFKC-folded (`ｈｅａｌｔｈ` is `health`); the cloud's are lower-cased
+where they enter (`cloud_client.models`) and folded wherever a list is merged (`labels.merge`).
 """
 
 from __future__ import annotations
