@@ -43,7 +43,7 @@ from taskmanager.events import (
     Tick,
     Trace,
 )
-from taskmanager.evidence import screen_evidence
+from taskmanager.evidence import ReasonWarnings, screen_evidence, screen_reason
 from taskmanager.model import Workflow
 from taskmanager.redact import without_words
 from taskmanager.store import WorkflowStore
@@ -123,6 +123,7 @@ class TaskManager:
         self.store = WorkflowStore(db=db)
         self.board = Board()
         self._warned = DropWarnings()
+        self._reasons = ReasonWarnings()
 
     def reload(self) -> int:
         self.board = self.store.load_active()
@@ -276,9 +277,13 @@ class TaskManager:
         screened = screen_evidence(operation, cb.evidence)
         if screened.dropped and operation is not None:
             self._warned.warn(cb.task_id, operation, screened.dropped)
+        reason = screen_reason(cb.reason)  # a code, never the agent's free text
+        if reason != cb.reason:
+            self._reasons.warn(cb.task_id, operation)
         return self._apply(
             replace(
                 cb,
+                reason=reason,
                 evidence=screened.kept,
                 dropped=screened.dropped,
                 ask_timeout_s=self._ask_timeout_s,
