@@ -15,6 +15,7 @@ import gc
 import logging
 import os
 import signal
+import sqlite3
 import time
 from datetime import timedelta
 from functools import partial
@@ -24,6 +25,7 @@ from typing import Any
 from a2a_common import jsonx
 from a2a_common.clock import iso, parse_iso
 from a2a_common.sqlite import StorageUnavailable, schema_version
+from cache.relabel import relabel_if_changed
 from edge import __version__, reload
 from edge.app import DeviceApp
 from edge.config import Settings, load_settings
@@ -129,6 +131,7 @@ class Runtime:
             lost = partial(self._fatal, logged=True)  # statefiles logged why
             files.when_lost(lambda reason: loop.call_soon_threadsafe(lost, reason))
         recovered = app.recover()
+        relabel_if_changed(app.memory)  # a new lexicon (upgrade, lexicon_file): before READY
         app.attach(self._channel)
         self._channel.start(
             subscriptions=self._router.subscriptions(),
@@ -217,6 +220,12 @@ class Runtime:
         privacy = privacy_policy(fresh)  # reads privacy.lexicon_file again
         logging.getLogger().setLevel(fresh.log.level)
         self._app.memory.set_privacy(privacy)
+        try:
+            relabel_if_changed(self._app.memory)  # a term added: what is stored has it too
+        except (
+            sqlite3.Error
+        ) as exc:  # rolled back; the old fingerprint stays: the next start retries
+            log.error("stored texts not labelled again after the reload: %s", exc)
         log.info(
             "reloaded: log level %s, privacy policy with %d categories, %d consented",
             fresh.log.level,
