@@ -5,6 +5,7 @@ leaving the fact in its source pair, a cloud-confirmed sensitive item that never
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -168,3 +169,22 @@ def test_evaded_sensitive_words_and_a_full_width_label_stay_on_the_device(
         assert marker not in bodies, marker
     assert synced_turns(cloud) == ["t-next"]
     assert state_rows("SELECT categories FROM pairs WHERE turn_id = 't-fw'") == [('["health"]',)]
+
+
+def test_a_term_added_by_a_reload_hides_what_was_stored_before_it(
+    tmp_path: Path, runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe
+) -> None:
+    """Issue: a lexicon term added with privacy.lexicon_file + SIGHUP left the pairs already
+    stored unlabelled; they kept going into the snapshot."""
+    extra = tmp_path / "extra.json"
+    extra.write_text('{"hobby": ["낚시"]}', encoding="utf-8")
+    runtime = runtime_factory(privacy={"lexicon_file": str(extra)})
+    probe.turn("t-1", "통풍 때문에 발이 아파 MKG")
+    probe.turn("t-2", "안녕")
+    assert "MKG" in text(last_snapshot(cloud))  # not a known term yet
+    extra.write_text('{"health": ["통풍"]}', encoding="utf-8")
+    assert runtime.proc is not None
+    runtime.proc.send_signal(signal.SIGHUP)
+    eventually(lambda: "stored texts labelled again" in runtime.log())
+    probe.turn("t-3", "안녕")
+    assert "MKG" not in text(last_snapshot(cloud))
