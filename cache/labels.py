@@ -37,6 +37,16 @@ def merge(*lists: Iterable[str | None]) -> list[str]:
     return out
 
 
+def value_texts(value: object) -> list[str]:
+    """The texts of a JSON value the lexicon reads: every string (keys too) as it is, not as
+    JSON text (where a tab is the two characters `\\t` and would split no word)."""
+    if isinstance(value, dict):
+        return [t for k, v in value.items() for t in (str(k), *value_texts(v))]
+    if isinstance(value, list):
+        return [t for v in value for t in value_texts(v)]
+    return [value] if isinstance(value, str) else [] if value is None else [str(value)]
+
+
 def _marks(values: list[str]) -> str:
     return ",".join("?" * len(values))
 

@@ -1,8 +1,11 @@
 """The category lexicon (SPEC §5.5): terms per category, Korean and English, matched without a
 tokenizer.
 
-Text and terms are compared after NFC normalisation and case folding. A term matches in one of
-two ways:
+Text and terms are compared on a skeleton (`fold`): NFKC, case-folded, format characters (Cf:
+zero-width space, soft hyphen, BOM…) dropped; then split into tokens of letters and digits, so
+whitespace, hyphens and punctuation are only separators and never hide a term (`Term.found_in`
+says exactly how: a spaced-out or run-together multi-word term still matches). A term matches in
+one of two ways:
 - `substring` (a plain string in the file): anywhere in the text. For terms long or distinctive
   enough that they mean the same inside a longer word (혈압 in 혈압약, 비밀번호 in 현관비밀번호).
 - `word` (`{"term": "약", "match": "word"}`): only as a whole word — it starts a word (text start
@@ -17,7 +20,10 @@ device, a false negative would send it away.
 
 from __future__ import annotations
 
+import hashlib
+import itertools
 import json
+import re
 import tomllib
 import unicodedata
 from collections.abc import Iterable, Mapping
@@ -37,6 +43,7 @@ JOSA = (
 )  # fmt: skip
 MAX_TERMS = 10_000
 MAX_TERM_CHARS = 64
+RULES = 2  # bump when the matching rules change: stored texts are labelled again
 
 
 class LexiconError(CacheError, ValueError):
@@ -45,7 +52,58 @@ class LexiconError(CacheError, ValueError):
 
 
 def fold(text: str) -> str:
-    return unicodedata.normalize("NFC", text).casefold()
+    """The skeleton a text is matched on: NFKC (full-width and compatibility forms fold to
+    their plain letters), case-folded, format characters (Unicode Cf: zero-width space and
+    joiner, soft hyphen, BOM, bidi marks) dropped."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    kept = "".join(c for c in folded if unicodedata.category(c) != "Cf")
+    return unicodedata.normalize("NFC", kept)
+
+
+def fold_name(name: str) -> str:
+    """The form a category name is kept and compared in (NFKC, case-folded, stripped)."""
+    return unicodedata.normalize("NFKC", name).casefold().strip()
+
+
+_TOKEN = re.compile(r"[^\W_]+")  # a run of letters and digits; all else separates
+
+
+def _hangul(c: str) -> bool:
+    return "\uac00" <= c <= "\ud7a3"
+
+
+def _weight(key: str) -> int:
+    """Letters' weight: a Hangul syllable is two, any other letter or digit one."""
+    return sum(2 if _hangul(c) else 1 for c in key)
+
+
+COMPACT_WEIGHT = 6  # a key this heavy matches across any separator (혈압약 ≈ 3 syllables)
+
+
+def _glue(tokens: list[str], single: bool) -> str:
+    """Tokens joined by a space, except next to a one-letter token (`single`: only between
+    two one-letter tokens), where they are joined without one: "혈 압 재줘" -> "혈압재줘"."""
+    out = tokens[0] if tokens else ""
+    for prev, tok in itertools.pairwise(tokens):
+        one = (len(prev) == 1, len(tok) == 1)
+        short = all(one) if single else any(one)
+        out += tok if short else " " + tok
+    return out
+
+
+@dataclass(frozen=True)
+class Forms:
+    """A text's forms for matching (see `Term.found_in`)."""
+
+    spaced: str  # tokens joined by one space
+    glued: str  # ... a one-letter token joined to its neighbours
+    letters: str  # ... runs of one-letter tokens joined ("p i l l" -> "pill")
+    compact: str  # no separators at all
+
+    @staticmethod
+    def of(text: str) -> Forms:
+        tokens = _TOKEN.findall(fold(text))
+        return Forms(" ".join(tokens), _glue(tokens, False), _glue(tokens, True), "".join(tokens))
 
 
 def _josa_only(rest: str) -> bool:
@@ -57,25 +115,38 @@ def _josa_only(rest: str) -> bool:
     return len(rest) in ends
 
 
+def _word_in(word: str, spaced: str) -> bool:
+    start = spaced.find(word)
+    while start >= 0:
+        end = start + len(word)
+        if start == 0 or spaced[start - 1] == " ":
+            stop = spaced.find(" ", end)
+            if _josa_only(spaced[end : stop if stop >= 0 else len(spaced)]):
+                return True
+        start = spaced.find(word, start + 1)
+    return False
+
+
 @dataclass(frozen=True)
 class Term:
-    text: str  # folded
+    text: str  # folded, its tokens joined by one space
     match: str = "substring"
 
-    def found_in(self, folded: str) -> bool:
-        if self.match == "substring":
-            return self.text in folded
-        start = folded.find(self.text)
-        while start >= 0:
-            end = start + len(self.text)
-            if start == 0 or not folded[start - 1].isalnum():
-                stop = end
-                while stop < len(folded) and folded[stop].isalnum():
-                    stop += 1
-                if _josa_only(folded[end:stop]):
-                    return True
-            start = folded.find(self.text, start + 1)
-        return False
+    def found_in(self, forms: Forms) -> bool:
+        """Separators (whitespace, hyphens, punctuation) never hide a term:
+        - a `word` term is a whole word of the spaced form, or of the form where runs of
+          one-letter tokens are joined ("p i l l s");
+        - a `substring` term of several words, or of at least six letters' weight, is found in
+          the compact form ("Blood  Pressure", "bloodpressure", "고혈 압");
+        - a shorter one is found in the glued form: a space next to a one-letter token does not
+          separate ("혈 압 재줘", "혈 압약"), one between two longer words does ("지금 고기" has
+          no 금고)."""
+        if self.match == "word":
+            return _word_in(self.text, forms.spaced) or _word_in(self.text, forms.letters)
+        key = self.text.replace(" ", "")
+        if " " in self.text or _weight(key) >= COMPACT_WEIGHT:
+            return key in forms.compact
+        return key in forms.glued
 
 
 @dataclass(frozen=True)
@@ -84,14 +155,29 @@ class Lexicon:
 
     def categories(self, *texts: str) -> list[str]:
         """The categories whose terms occur in any of `texts`, sorted by name."""
-        folded = [fold(t) for t in texts if t]
-        if not folded:
+        forms = [Forms.of(t) for t in texts if t]
+        if not forms:
             return []
         return sorted(
             name
             for name, terms in self.terms.items()
-            if any(term.found_in(text) for term in terms for text in folded)
+            if any(term.found_in(f) for term in terms for f in forms)
         )
+
+    def fingerprint(self) -> str:
+        """A digest of the effective terms (and of how they are matched): when it changes,
+        what is stored is labelled again (cache/relabel.py)."""
+        body = json.dumps(
+            {
+                "rules": RULES,
+                "terms": {
+                    n: [[t.text, t.match] for t in ts] for n, ts in sorted(self.terms.items())
+                },
+            },
+            ensure_ascii=False,
+            sort_keys=True,
+        )
+        return hashlib.sha256(body.encode("utf-8")).hexdigest()[:32]
 
     def extended(self, other: Lexicon) -> Lexicon:
         merged = {name: list(terms) for name, terms in self.terms.items()}
@@ -108,11 +194,15 @@ def _term(raw: Any, where: str) -> Term:
         text, match = raw["term"], raw.get("match", "substring")
     else:
         raise LexiconError(f"{where}: a term is a string or {{term, match}}")
-    if not isinstance(text, str) or not text.strip() or len(text) > MAX_TERM_CHARS:
-        raise LexiconError(f"{where}: a term is a non-empty string of at most 64 characters")
+    tokens = _TOKEN.findall(fold(text)) if isinstance(text, str) else []
+    if not tokens or len(text) > MAX_TERM_CHARS:
+        raise LexiconError(
+            f"{where}: a term is a non-empty string of at most 64 characters,"
+            " with a letter or digit"
+        )
     if match not in MATCHES:
         raise LexiconError(f"{where}: match must be substring or word (got {match!r})")
-    return Term(fold(text.strip()), match)
+    return Term(" ".join(tokens), match)
 
 
 def parse_lexicon(data: Any, source: str = "lexicon") -> Lexicon:
@@ -125,14 +215,15 @@ def parse_lexicon(data: Any, source: str = "lexicon") -> Lexicon:
         if name.startswith("_"):
             continue
         where = f"{source}: {name}"
-        if not name.strip() or len(name) > 64:
+        if not fold_name(name) or len(name) > 64:
             raise LexiconError(f"{where}: a category name is 1 to 64 characters")
         if not isinstance(raw, list):
             raise LexiconError(f"{where}: must be a list of terms")
         count += len(raw)
         if count > MAX_TERMS:
             raise LexiconError(f"{source}: more than {MAX_TERMS} terms")
-        terms[name.strip().lower()] = tuple(_term(t, where) for t in raw)
+        key = fold_name(name)
+        terms[key] = terms.get(key, ()) + tuple(_term(t, where) for t in raw)
     return Lexicon(terms)
 
 

@@ -16,7 +16,8 @@ Consent is read through one seam: the `consented` set the caller passes (today t
 from config; the consent register replaces that source).
 
 Category names compare case-insensitively (SPEC §5.5): the policy lower-cases its own names and
-every name it is asked about; the cloud's are lower-cased where they enter (`cloud_client.models`).
+every name it is asked about, NFKC-folded (`ｈｅａｌｔｈ` is `health`); the cloud's are lower-cased
+where they enter (`cloud_client.models`) and folded wherever a list is merged (`labels.merge`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from cache.lexicon import Lexicon, shipped
+from cache.lexicon import Lexicon, fold_name, shipped
 
 SENSITIVE_DEFAULT = ("health", "vital", "home_layout", "contact")
 SENSITIVE_MAX_DAYS = 30
@@ -40,8 +41,9 @@ class CategoryPolicy:
 
 
 def category_name(category: str | None) -> str | None:
-    """The form a category is kept and compared in."""
-    return category.strip().lower() if category is not None else None
+    """The form a category is kept and compared in: NFKC, case-folded, stripped (a full-width
+    `ｈｅａｌｔｈ` from the cloud is `health`)."""
+    return fold_name(category) if category is not None else None
 
 
 @dataclass(frozen=True)
@@ -53,9 +55,9 @@ class PrivacyPolicy:
 
     def __post_init__(self) -> None:
         fold = object.__setattr__  # frozen: normalised once, here
-        fold(self, "categories", {k.strip().lower(): v for k, v in self.categories.items()})
-        fold(self, "sensitive", frozenset(c.strip().lower() for c in self.sensitive))
-        fold(self, "consented", frozenset(c.strip().lower() for c in self.consented))
+        fold(self, "categories", {fold_name(k): v for k, v in self.categories.items()})
+        fold(self, "sensitive", frozenset(fold_name(c) for c in self.sensitive))
+        fold(self, "consented", frozenset(fold_name(c) for c in self.consented))
 
     def of(self, category: str | None) -> CategoryPolicy:
         name = category_name(category)

@@ -20,7 +20,7 @@ from a2a_common import jsonx
 from a2a_common.clock import Clock, iso
 from a2a_common.ids import new_id
 from a2a_common.writes import SyncWrite
-from cache.labels import Labels, merge
+from cache.labels import Labels, merge, value_texts
 from cache.model import CandidateIn, Evidence, ItemStatus, PromotionPolicy
 from cache.privacy import PrivacyPolicy, category_name
 from cache.promotion import next_status, replay_status
@@ -84,12 +84,12 @@ class ProfileStore:
         item's own words; its source pairs' categories do not make `preferred_room` health)."""
         if category_name(category):
             return category_name(category)
-        found = self._privacy.categorize(key, value_key(value))
+        found = self._privacy.categorize(key, *value_texts(value))
         return found[0] if found else None
 
     def categories_of(self, cand: CandidateIn) -> list[str]:
         """Every category a candidate carries: its own, the lexicon's over key and value."""
-        return merge([cand.category], self._privacy.categorize(cand.key, value_key(cand.value)))
+        return merge([cand.category], self._privacy.categorize(cand.key, *value_texts(cand.value)))
 
     def classified(self, cand: CandidateIn) -> CandidateIn:
         category = self.category_of(cand.key, cand.value, cand.category)
@@ -161,7 +161,7 @@ class ProfileStore:
         row = self._db.execute(
             "SELECT categories FROM profile_items WHERE item_id = ?", [item_id]
         ).fetchone()
-        found = self._privacy.categorize(key, value_key(value))
+        found = self._privacy.categorize(key, *value_texts(value))
         cats = merge(json.loads(row[0]) if row else [], [category], found)
         self._db.execute(
             "UPDATE profile_items SET categories = ?, sensitive = max(sensitive, ?)"

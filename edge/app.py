@@ -99,6 +99,7 @@ class DeviceApp:
             per_s=experience.observations_per_s,
             kinds=experience.observation_kinds,
             latest=self.memory.state(OBSERVATIONS_KEY, {}) or {},
+            privacy=lambda: self.memory.policy.privacy,  # the current one (a reload swaps it)
         )
         turns.observations = self.observations.for_turn
         consent_inputs = ConsentInputs(self)

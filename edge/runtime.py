@@ -15,6 +15,7 @@ import gc
 import logging
 import os
 import signal
+import sqlite3
 import time
 from datetime import timedelta
 from functools import partial
@@ -23,7 +24,8 @@ from typing import Any
 
 from a2a_common import jsonx
 from a2a_common.clock import iso, parse_iso
-from a2a_common.sqlite import StorageUnavailable, schema_version
+from a2a_common.sqlite import StorageError, StorageUnavailable, schema_version
+from cache.relabel import relabel_if_changed
 from edge import __version__, reload
 from edge.alarm import alarm_body, alarm_line, watch_alarms
 from edge.app import DeviceApp
@@ -87,6 +89,7 @@ class Runtime:
         self._reap_scheduled = False
         self._warnings: list[str] = []
         self._loop_lag = 0.0
+        self._relabel_owed = False  # a lexicon change whose relabel the DB refused
         self._gc_started = 0.0
         self._servers: list[asyncio.Server] = []
         self._last_broker_error = ""
@@ -133,6 +136,7 @@ class Runtime:
             lost = partial(self._fatal, logged=True)  # statefiles logged why
             files.when_lost(lambda reason: loop.call_soon_threadsafe(lost, reason))
         recovered = app.recover()
+        self._relabel()  # a new lexicon (upgrade, lexicon_file): before READY
         app.attach(self._channel)
         self._channel.start(
             subscriptions=self._router.subscriptions(),
@@ -222,6 +226,7 @@ class Runtime:
         privacy = privacy_policy(fresh)  # reads privacy.lexicon_file again
         logging.getLogger().setLevel(fresh.log.level)
         self._app.memory.set_privacy(privacy)
+        self._relabel()  # a term added: what is stored has it too
         log.info(
             "reloaded: log level %s, privacy policy with %d categories, %d consented",
             fresh.log.level,
@@ -330,6 +335,18 @@ class Runtime:
                     self._app.topics.runtime_status, self._status("online"), retain=True
                 )
 
+    def _relabel(self) -> None:
+        """Stored texts labelled with the current lexicon. A DB that refuses the write (full
+        disk) does not stop the service: rolled back, the old fingerprint stays and the
+        heartbeat tries again until it is done."""
+        try:
+            relabel_if_changed(self._app.memory)
+            self._relabel_owed = False
+        except (sqlite3.Error, StorageError) as exc:
+            if not self._relabel_owed:
+                log.error("stored texts not labelled with the new lexicon yet (retried): %s", exc)
+            self._relabel_owed = True
+
     async def _watchdog(self) -> None:
         """Pings only while this loop turns and the DB answers; also the heartbeat, the
         status line and the outbox warnings."""
@@ -353,6 +370,8 @@ class Runtime:
             if now - beat >= HEARTBEAT_EVERY_S:
                 beat = now
                 self._heartbeat()  # degraded (not unhealthy) when the DB refuses writes
+                if self._relabel_owed:
+                    self._relabel()
             if now - checked >= WARNINGS_EVERY_S or self._problems() != self._published_problems:
                 checked = now
                 self._check_warnings()

@@ -8,11 +8,19 @@ object is dropped as a whole; the callback's status still applies (an agent's ex
 cost the robot a transition). What was dropped is named by key only — never a value — and only
 keys on the allowlist are written down by name: an off-list key is the agent's own string, it
 may itself carry data (`systolic_142`), so the trace counts it and the log names it once.
+
+A callback's `reason` is a machine code too (SPEC §4.5, §5.5: traces, events and reports carry
+no user words or readings): `screen_reason` keeps it only when it matches `REASON_CODE`
+(`path_blocked`, `e.bus:timeout-3`); any other text ("혈압 150 VR2 measured") is replaced by
+`agent_reason_withheld` before it is stored, evented or reported, and warned once per
+(capability, operation), without the text.
 """
 
 from __future__ import annotations
 
+import logging
 import math
+import re
 from collections import Counter
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +28,10 @@ from typing import Any
 from taskmanager.catalog import EvidenceKey, Operation
 
 MAX_TEXT = 256
+REASON_CODE = re.compile(r"[A-Za-z][A-Za-z0-9_.:-]{0,63}")
+REASON_WITHHELD = "agent_reason_withheld"
+
+log = logging.getLogger("taskmanager.evidence")
 
 NOT_AN_OBJECT = "not_an_object"
 NOT_ALLOWED = "not_allowed"
@@ -98,3 +110,31 @@ def dropped_detail(dropped: tuple[Dropped, ...]) -> dict[str, Any]:
         "why": dict(sorted(Counter(d.why for d in dropped).items())),
         "keys": sorted({d.key for d in dropped if d.listed and d.key is not None}),
     }
+
+
+def screen_reason(reason: object) -> str | None:
+    """The reason as kept: a machine code as it came, None as None, anything else withheld."""
+    if reason is None or (isinstance(reason, str) and REASON_CODE.fullmatch(reason)):
+        return reason
+    return REASON_WITHHELD
+
+
+class ReasonWarnings:
+    """One WARNING per (capability, operation) whose agent sent a reason that is not a code;
+    bounded, and never with the reason's text."""
+
+    def __init__(self, limit: int = 1024) -> None:
+        self._said: set[tuple[str, str]] = set()
+        self._limit = limit
+
+    def warn(self, task_id: str, operation: Operation | None) -> None:
+        said = (operation.capability_id, operation.operation_id) if operation else ("?", "?")
+        if said in self._said or len(self._said) >= self._limit:
+            return
+        self._said.add(said)
+        log.warning(
+            "task %s: a callback reason of %s.%s is not a code; kept as %s (once per operation)",
+            task_id,
+            *said,
+            REASON_WITHHELD,
+        )

@@ -44,7 +44,7 @@ from taskmanager.events import (
     Tick,
     Trace,
 )
-from taskmanager.evidence import screen_evidence
+from taskmanager.evidence import ReasonWarnings, screen_evidence, screen_reason
 from taskmanager.model import Workflow, workflow_from_json
 from taskmanager.redact import without_words
 from taskmanager.store import WorkflowStore
@@ -130,6 +130,7 @@ class TaskManager:
         self._warned = DropWarnings()
         self.watches = CancelWatches(db=db, catalog=catalog, window_s=cancel_confirm_s)
         self._unsent = unsent_cancels or set
+        self._reasons = ReasonWarnings()
 
     def reload(self) -> int:
         self.board = self.store.load_active()
@@ -296,9 +297,13 @@ class TaskManager:
         screened = screen_evidence(operation, cb.evidence)
         if screened.dropped and operation is not None:
             self._warned.warn(cb.task_id, operation, screened.dropped)
+        reason = screen_reason(cb.reason)  # a code, never the agent's free text
+        if reason != cb.reason:
+            self._reasons.warn(cb.task_id, operation)
         return self._apply(
             replace(
                 cb,
+                reason=reason,
                 evidence=screened.kept,
                 dropped=screened.dropped,
                 ask_timeout_s=self._ask_timeout_s,

@@ -5,8 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from cache.lexicon import LexiconError, lexicon, load_lexicon_file, parse_lexicon, shipped
+from cache.lexicon import Forms, LexiconError, lexicon, load_lexicon_file, parse_lexicon, shipped
+from tests.cache.evasions import CF, evaded_term, full_width, terms_of
 
 
 @pytest.mark.parametrize(
@@ -85,3 +88,92 @@ def test_missing_file_is_refused(tmp_path: Path) -> None:
     with pytest.raises(LexiconError, match="cannot read"):
         load_lexicon_file(str(tmp_path / "nope.json"))
     assert parse_lexicon({"_doc": "comment only"}).terms == {}
+
+
+EVASIONS = [
+    "ｍｙ ｂｌｏｏｄ ｐｒｅｓｓｕｒｅ",
+    "혈\u200b압",
+    "혈 압 재줘",
+    "혈\u00ad압",
+    "blood\u200bpressure",
+    "HeAlTh Blood-Pressure",
+    "Blood  Pressure",
+    "BLOOD\tPRESSURE",
+    "bloodpressure",
+    "\ufeff고혈 압 있어",
+    "p i l l s 먹었어",
+    "약\u200b을 먹어",
+]
+
+
+@pytest.mark.parametrize("text", EVASIONS)
+def test_evasions_of_a_health_term_are_found(text: str) -> None:
+    assert "health" in shipped().categories(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("비번 알려줘", "home_layout"),
+        ("현관 비번은 1234", "home_layout"),
+        ("my meds are in the kitchen", "health"),
+        ("my cell number is 555", "contact"),
+        ("심장이 두근거려", "health"),
+        ("도어록 번호 바꿨어", "home_layout"),
+        ("핸드폰 번호는 010-1234-5678", "contact"),
+        ("e-mail me", "contact"),
+        ("e mail me", "contact"),
+    ],
+)
+def test_everyday_terms_are_found(text: str, expected: str) -> None:
+    assert expected in shipped().categories(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "약\u200b속 있어",  # a format character does not make 약속 two words
+        "ＰＩＬＬＯＷ on the sofa",
+        "약간\u00ad추워",
+        "지금 고기 구워",  # 금고 (safe) across two words is not a term
+        "check the mail",  # email across two words is not a term
+        "예약 드릴까요",
+        "주사위 게임 하자",
+        "아파트 관리비",
+    ],
+)
+def test_folding_does_not_make_everyday_words_sensitive(text: str) -> None:
+    assert shipped().categories(text) == []
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_every_evasion_of_every_shipped_term_is_found(data: st.DataObject) -> None:
+    category = data.draw(st.sampled_from(sorted(shipped().terms)))
+    text = data.draw(evaded_term(category))
+    assert category in shipped().categories(f"오늘 {text} 얘기"), repr(text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_a_word_term_inside_a_longer_word_stays_unmatched(data: st.DataObject) -> None:
+    term = data.draw(st.sampled_from([t for c in shipped().terms for t in terms_of(c, "word")]))
+    korean = "\uac00" <= term.text[0] <= "\ud7a3"
+    longer = term.text + data.draw(st.sampled_from(["속", "간", "탕"] if korean else ["ow", "er"]))
+    text = "".join(c.upper() if data.draw(st.booleans()) else c for c in longer)
+    if data.draw(st.booleans()):
+        text = full_width(text)
+    at = data.draw(st.integers(0, len(text)))
+    text = text[:at] + data.draw(st.sampled_from(CF)) + text[at:]
+    assert not term.found_in(Forms.of(f"오늘 {text} 얘기")), repr(text)
+
+
+def test_a_full_width_cloud_category_is_the_plain_one() -> None:
+    from cache.labels import merge
+    from cache.privacy import PrivacyPolicy, category_name
+
+    assert category_name(" ｈｅａｌｔｈ ") == "health"
+    assert merge(["ＨＥＡＬＴＨ"], ["health"]) == ["health"]
+    assert PrivacyPolicy().is_sensitive("ｈｅａｌｔｈ")
+    assert not PrivacyPolicy().visible("ｈｅａｌｔｈ", frozenset())
+    assert parse_lexicon({"Ｈｏｂｂｙ": ["낚시"]}).categories("낚시 가자") == ["hobby"]

@@ -25,12 +25,17 @@ from edge.schema import MIGRATIONS
 from edge.sync_sink import MemorySyncSink
 from sync.outbox import SyncOutbox
 from sync.replay import Replayer
+from tests.cache.evasions import evaded_term
 
 TERMS = {"health": "혈압", "vital": "맥박", "home_layout": "현관", "contact": "전화번호"}
 CATEGORIES = [*TERMS, "hobby", "device_pattern"]
 SESSIONS = ["session-a", "session-b"]
 
-term = st.sampled_from([None, *TERMS])  # the category whose word the text holds
+# the category whose word the text holds, and the word: one of the lexicon's own terms, evaded
+# (full-width, mixed case, zero-width and soft-hyphen characters, spaced out, run together)
+term = st.one_of(
+    st.none(), st.sampled_from(list(TERMS)).flatmap(lambda c: st.tuples(st.just(c), evaded_term(c)))
+)
 cloud_cat = st.sampled_from([None, *CATEGORIES])
 entry = st.one_of(
     st.none(),
@@ -60,11 +65,11 @@ class Oracle:
     marks: dict[str, set[str]] = field(default_factory=dict)  # marker -> its categories
     n: int = 0
 
-    def text(self, term: str | None, *cats: str | None) -> tuple[str, str]:
+    def text(self, term: tuple[str, str] | None, *cats: str | None) -> tuple[str, str]:
         self.n += 1
         marker = f"MK{self.n:03d}Q"
-        self.marks[marker] = {c for c in (term, *cats) if c}
-        return marker, f"{marker} {TERMS[term] if term else '청정'}"
+        self.marks[marker] = {c for c in (term[0] if term else None, *cats) if c}
+        return marker, f"{marker} {term[1] if term else '청정'}"
 
     def visible(self, cat: str) -> bool:
         explicit = self.policy.get(cat)

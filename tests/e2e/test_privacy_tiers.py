@@ -5,6 +5,7 @@ leaving the fact in its source pair, a cloud-confirmed sensitive item that never
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 from typing import Any
 
@@ -136,3 +137,54 @@ def test_a_cloud_confirmed_sensitive_item_is_gone_after_31_days(
     eventually(lambda: not state_rows("SELECT key FROM profile_items WHERE key = 'door_code'"))
     probe.turn("t-3", "안녕")
     assert "door_code" not in text(last_snapshot(cloud))
+
+
+EVASIONS = [
+    "ｍｙ ｂｌｏｏｄ ｐｒｅｓｓｕｒｅ MKA",
+    "혈\u200b압 MKB",
+    "혈 압 재줘 MKC",
+    "HeAlTh Blood-Pressure MKD",
+    "비번 알려줘 MKE",
+]
+
+
+def test_evaded_sensitive_words_and_a_full_width_label_stay_on_the_device(
+    runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe, state_rows: StateRows
+) -> None:
+    """Lexicon evasions (full-width, zero-width space, a space inside, mixed case, an everyday
+    short form) and a cloud label `ｈｅａｌｔｈ` reach neither the snapshot nor sync."""
+    runtime_factory()  # no consent for anything sensitive
+    for n, said in enumerate(EVASIONS):
+        probe.turn(f"t-e{n}", said)
+    labelled = memory_update("오늘 MKF")
+    labelled["write_candidates"]["short_term_pair"]["category"] = "ｈｅａｌｔｈ"
+    cloud.script_turn(memory_update=labelled)
+    probe.turn("t-fw", "오늘 MKF")
+    probe.turn("t-next", "거실 청정해줘")
+    eventually(lambda: "t-next" in synced_turns(cloud))
+    snapshot = text(last_snapshot(cloud))
+    bodies = text([r["body"] for r in cloud.requests("/v1/a2a/memory/sync")])
+    for marker in ("MKA", "MKB", "MKC", "MKD", "MKE", "MKF"):
+        assert marker not in snapshot, (marker, snapshot)
+        assert marker not in bodies, marker
+    assert synced_turns(cloud) == ["t-next"]
+    assert state_rows("SELECT categories FROM pairs WHERE turn_id = 't-fw'") == [('["health"]',)]
+
+
+def test_a_term_added_by_a_reload_hides_what_was_stored_before_it(
+    tmp_path: Path, runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe
+) -> None:
+    """Issue: a lexicon term added with privacy.lexicon_file + SIGHUP left the pairs already
+    stored unlabelled; they kept going into the snapshot."""
+    extra = tmp_path / "extra.json"
+    extra.write_text('{"hobby": ["낚시"]}', encoding="utf-8")
+    runtime = runtime_factory(privacy={"lexicon_file": str(extra)})
+    probe.turn("t-1", "통풍 때문에 발이 아파 MKG")
+    probe.turn("t-2", "안녕")
+    assert "MKG" in text(last_snapshot(cloud))  # not a known term yet
+    extra.write_text('{"health": ["통풍"]}', encoding="utf-8")
+    assert runtime.proc is not None
+    runtime.proc.send_signal(signal.SIGHUP)
+    eventually(lambda: "stored texts labelled again" in runtime.log())
+    probe.turn("t-3", "안녕")
+    assert "MKG" not in text(last_snapshot(cloud))

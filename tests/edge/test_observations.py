@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 from typing import Any
 
@@ -63,3 +64,36 @@ def test_repeats_by_id_and_by_the_stored_latest() -> None:
     assert not g.repeat("noise", "b")
     g.remember("b")
     assert g.repeat("air_quality", "b")
+
+
+def test_sensitive_text_in_an_observation_does_not_go_to_the_cloud(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from cache.lexicon import parse_lexicon, shipped
+    from cache.privacy import CategoryPolicy, PrivacyPolicy
+
+    hobby = shipped().extended(parse_lexicon({"hobby": ["낚시"]}))
+    privacy = PrivacyPolicy(categories={"hobby": CategoryPolicy(share=False)}, lexicon=hobby)
+    clock = ManualClock()
+    g = gate(clock, privacy=lambda: privacy)
+    said = "혈압 150, 전화번호 010-1234-5678"
+    at = clock.now()
+    entry = {
+        "scope": {"room": "거실"},
+        "value": {"note": said, "level": 3, "tags": ["quiet", "낚시 중"], "who": "엄마"},
+    }
+    g.latest = g.newer("presence", "o-1", at, entry) or {}
+    g.latest = (
+        g.newer("memo", "o-2", at, {"scope": {}, "value": "ｂｌｏｏｄ ｐｒｅｓｓｕｒｅ"}) or {}
+    )
+    caplog.set_level(logging.DEBUG)
+    sent = g.for_turn()
+    g.for_turn()
+    assert sent["presence"]["value"] == {"level": 3, "tags": ["quiet"], "who": "엄마"}
+    assert sent["presence"]["scope"] == {"room": "거실"}
+    assert "value" not in sent["memo"] and sent["memo"]["observed_at"]
+    assert g.latest["presence"]["value"]["note"] == said  # kept on the device
+    logged = " ".join(r.getMessage() for r in caplog.records)
+    assert "150" not in logged and "혈압" not in logged and "낚시" not in logged
+    assert len(caplog.records) == 2  # once per observation, not per turn
+    assert "contact, health, hobby" in logged

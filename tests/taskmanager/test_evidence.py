@@ -16,7 +16,7 @@ from a2a_common.clock import ManualClock
 from taskmanager.catalog import load_catalog, parse_catalog
 from taskmanager.core import Callback
 from taskmanager.errors import CatalogError
-from taskmanager.evidence import Dropped, screen_evidence
+from taskmanager.evidence import Dropped, screen_evidence, screen_reason
 from taskmanager.redact import without_words
 from taskmanager.service import TurnRef
 from tests.taskmanager.helpers import MOVE_PURIFY, T0
@@ -198,3 +198,46 @@ def test_redaction_is_bounded() -> None:
         deep = [deep]
     assert without_words(deep, "혈압 재줘") is not None
     assert without_words({"a": "x"}, " ") == {"a": "x"}  # nothing to look for
+
+
+@pytest.mark.parametrize(
+    ("reason", "kept"),
+    [
+        ("path_blocked", "path_blocked"),
+        ("e.bus:timeout-3", "e.bus:timeout-3"),
+        (None, None),
+        ("혈압 150 VR2 measured", "agent_reason_withheld"),
+        ("user said 내 전화번호는 010-9999-8888", "agent_reason_withheld"),
+        ("systolic 142", "agent_reason_withheld"),  # a space: not a code
+        ("x" * 65, "agent_reason_withheld"),
+        ("blocked\n", "agent_reason_withheld"),
+        ("", "agent_reason_withheld"),
+    ],
+)
+def test_a_reason_is_kept_only_as_a_code(reason: str | None, kept: str | None) -> None:
+    assert screen_reason(reason) == kept
+
+
+def test_a_free_text_reason_reaches_no_trace_event_report_or_log(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    tm, outbox = manager(tmp_path / "s.db", ManualClock(T0))
+    for n in (1, 2):
+        tm.submit({**MOVE_PURIFY, "workflow_id": f"wf-{n}"}, source="planner")
+    caplog.set_level(logging.DEBUG)
+    said = "user said 내 전화번호는 010-9999-8888"
+    tm.callback(Callback("wf-1:step_move", 1, "FAILED", reason="혈압 150 VR2 measured"))
+    tm.callback(Callback("wf-2:step_move", 1, "FAILED", reason=said))
+    stored = json.dumps(
+        [tm.store.get("wf-1"), tm.store.get("wf-2"), tm.store.timeline("wf-1")],
+        ensure_ascii=False,
+    )
+    published = json.dumps(outbox.rows_under("a2a/"), ensure_ascii=False)
+    logged = " ".join(r.getMessage() for r in caplog.records)
+    for where in (stored, published, logged):
+        assert "혈압" not in where and "150" not in where and "9999" not in where
+    assert "agent_reason_withheld" in stored and "agent_reason_withheld" in published
+    warned = [r for r in caplog.records if "not a code" in r.getMessage()]
+    assert len(warned) == 1  # once per (capability, operation)
+    doc = tm.store.get("wf-1")
+    assert doc is not None and doc["steps"][0]["status"] == "FAILED"
