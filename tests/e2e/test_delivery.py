@@ -121,8 +121,10 @@ def test_a_refusal_ref_and_callback_types(
         probe.publish(f"{ROOT}/task/callback", body)
         found = refusal(probe, "invalid_field", task_id="wf-zz:s2", seq=n)
         assert found["detail"].startswith("progress")
-    probe.publish(f"{ROOT}/task/callback", {"task_id": "wf-zz:s3", "seq": 1, "progress": 50})
-    refusal(probe, "invalid_field", task_id="wf-zz:s3")  # no status: the gate still reads 50
+    for n, progress in enumerate([50, 12.5], start=1):  # JSON numbers pass the gate
+        body = {"task_id": "wf-zz:s3", "seq": n, "status": "PROGRESS", "progress": progress}
+        probe.publish(f"{ROOT}/task/callback", body)
+        refusal(probe, "unknown_task", task_id="wf-zz:s3", seq=n)
 
 
 def test_a_held_message_has_one_outcome_the_applied_one(
@@ -130,11 +132,11 @@ def test_a_held_message_has_one_outcome_the_applied_one(
 ) -> None:
     """Before: with the disk full a consent request was refused `storage_unavailable` and then,
     0.7 s later, applied (`consent/result ok:true`): two outcomes for one message."""
-    runtime = runtime_factory(storage={"max_wal_mb": 1})
+    runtime = runtime_factory(env={"WATCHDOG_USEC": "1000000"}, storage={"max_wal_mb": 1})
     assert probe.turn("before", "안녕")["status"] == "ok"
     filler = fill(small_disk)
     grant = {"request_id": "c-full", "action": "grant", "scope": "capability:vital_app"}
-    for n in range(20):
+    for n in range(30):
         probe.publish(
             f"{ROOT}/turn/request", {"turn_id": f"full-{n}", "recognized_text": "가" * 4000}
         )
