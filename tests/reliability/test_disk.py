@@ -13,7 +13,7 @@ from tests.conftest import ROOT, RuntimeFactory, StateRows, eventually
 def test_full_disk_refuses_cleanly_and_recovers(
     tmp_path: Path, state_rows: StateRows, runtime_factory: RuntimeFactory, probe: MqttProbe
 ) -> None:
-    runtime = runtime_factory()
+    runtime = runtime_factory(env={"WATCHDOG_USEC": "1000000"})  # STATUS= lines, each ping
     assert runtime.terminate() == 0
     db = tmp_path / "state" / "state.db"
     size_kb = db.stat().st_size // 1024
