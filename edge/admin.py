@@ -6,14 +6,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import threading
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
 
-from a2a_common.clock import SystemClock
+from a2a_common.clock import SystemClock, iso
 from a2a_common.ids import new_ulid
 from cloud_client.errors import CloudUnavailable
 from edge import statelock
@@ -21,6 +25,7 @@ from edge.app import DeviceApp
 from edge.config import Secrets, Settings
 from edge.errors import ServiceSilent
 from edge.mqtt import secure
+from edge.repeats import EXPIRY_GRACE_S
 from edge.wiring import build_app, open_db
 
 
@@ -65,12 +70,18 @@ def ask_service(
             cond.wait_for(lambda: "status" in seen, 1.0)
             if seen.get("status") != "online":
                 return None
-        payload = json.dumps(
-            {"request_id": request_id, "command": command, "args": args}, ensure_ascii=False
-        )
-        client.publish(f"{root}/admin/request", payload, qos=1)
-        with cond:
-            if not cond.wait_for(lambda: "answer" in seen, timeout_s):
+        # a deadline: a request the service takes only after the CLI gave up is refused
+        # `expired`, never applied behind a "did not answer" (README, docs/cli.md)
+        expires_at = iso(datetime.now(UTC) + timedelta(seconds=timeout_s))
+        body = {"request_id": request_id, "command": command, "args": args}
+        payload = json.dumps({**body, "expires_at": expires_at}, ensure_ascii=False)
+        props = None
+        if settings.mqtt.protocol == "5":
+            props = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
+            props.MessageExpiryInterval = math.ceil(timeout_s)
+        client.publish(f"{root}/admin/request", payload, qos=1, properties=props)
+        with cond:  # the service may take it up to the grace past the deadline: wait for that
+            if not cond.wait_for(lambda: "answer" in seen, timeout_s + EXPIRY_GRACE_S + 1):
                 raise ServiceSilent(f"the service did not answer {command} in {timeout_s:g}s")
             answer: dict[str, Any] = seen["answer"]
             return answer

@@ -22,7 +22,7 @@ from a2a_common.clock import iso
 from a2a_common.sqlite import StorageUnavailable
 from edge import timings
 from edge.app_consent import ConsentInputs
-from edge.app_turns import TurnInputs
+from edge.app_turns import TurnInputs, fingerprint
 from edge.checkpointer import Checkpointer
 from edge.consent_ops import ConsentOps
 from edge.inbox import InboxDeadLetters
@@ -32,6 +32,7 @@ from edge.observations import STATE_KEY as OBSERVATIONS_KEY
 from edge.observations import ObservationGate
 from edge.outbound import Wire
 from edge.publisher import TaskPublisher
+from edge.repeats import EXPIRED, REUSED, answered_before, expired
 from edge.reports import Reports
 from edge.topics import (
     AdminRequestMsg,
@@ -183,18 +184,35 @@ class DeviceApp:
         }
         if ref:
             body["ref"] = ref
-        if self._wire is None:
+        wire = self._wire
+        if wire is None:
             return
-        try:  # a refusal must never fail in its turn: the intake would stop
-            self._wire.publish(self.topics.runtime_error, jsonx.dumps(body).encode(), qos=0)
-        except Exception:
-            log.exception("refusal on %s could not be published", topic)
+
+        def publish() -> None:
+            try:  # a refusal must never fail in its turn: the intake would stop
+                wire.publish(self.topics.runtime_error, jsonx.dumps(body).encode(), qos=0)
+            except Exception:
+                log.exception("refusal on %s could not be published", topic)
+
+        # after the commit of the unit it belongs to: a unit the DB could not take rolls back,
+        # its message is held and applied later (SPEC §2.4), and must not look refused too
+        self.after_commit(publish)
 
     def reject_turn(self, payload: bytes, refusal: Refusal) -> None:
         """A refused `P/turn/request` whose `turn_id` can be read is answered all the same."""
         turn_id = ref_of(payload, self.settings.mqtt.max_payload_bytes).get("turn_id")
         if isinstance(turn_id, str):
             self.turns.reject(turn_id, refusal)
+
+    def reject_pui(self, payload: bytes, refusal: Refusal) -> None:
+        """A refused press whose `event_id` can be read gets `P/pui/result` all the same:
+        `rejected` with the refusal's `error`, nothing cancelled — the button gets feedback."""
+        event_id = ref_of(payload, self.settings.mqtt.max_payload_bytes).get("event_id")
+        if not isinstance(event_id, str):
+            return
+        body = {"event_id": event_id, "status": "rejected", "workflow_ids": []}
+        with self.unit():
+            self.outbox.enqueue(self.topics.pui_result, {**body, "error": refusal.error})
 
     # --- start-up and the broker's session ------------------------------------------------
     def recover(self) -> dict[str, int]:
@@ -358,13 +376,25 @@ class DeviceApp:
 
     # --- admin: the one path for the service and for the CLI when no service runs ------------
     def take_admin(self, msg: AdminRequestMsg, arrival: Arrival) -> None:
+        """A CLI command: applied once; a repeat gets the same answer, a reused id or a
+        request past its `expires_at` (the CLI gave up) is refused and answered ok:false."""
         key = f"admin:{msg.request_id}"
-        if self.dedupe.seen(key):
+        ref = {"request_id": msg.request_id}
+        content = fingerprint(jsonx.dumps([msg.command, msg.args]))
+        refused = {"request_id": msg.request_id, "ok": False, "error": REUSED.error}
+        topic, answers = arrival.topic, self.topics.admin_response
+        if answered_before(self, key, content, topic=topic, answer_topic=answers, refused=refused):
+            return
+        if expired(msg.expires_at, self.clock.now()):
+            with self.unit():
+                self.outbox.enqueue(answers, {**refused, "error": EXPIRED.error})
+            self.refuse(topic, EXPIRED, ref=ref)
             return
         with self.unit():
-            self.dedupe.mark(key, arrival.topic)
+            self.dedupe.mark(key, topic, content)
             answer = {"request_id": msg.request_id, **self.admin(msg.command, msg.args)}
-            self.outbox.enqueue(self.topics.admin_response, answer)
+            self.outbox.enqueue(answers, answer)
+            self.dedupe.answered(key, answer)
 
     def admin(self, command: str, args: dict[str, Any]) -> dict[str, Any]:
         """A mutating CLI command in one unit of work: `{"ok": True, "result": …}` or
@@ -434,10 +464,15 @@ class DeviceApp:
 
     def take_forget(self, msg: ForgetMsg, arrival: Arrival) -> None:
         key = f"forget:{msg.request_id}"
-        if self.dedupe.seen(key):
+        content = fingerprint(jsonx.dumps([msg.scope, msg.id, msg.with_sources]))
+        refused = {"request_id": msg.request_id, "removed": {}, "ok": False}
+        refused["error"] = REUSED.error
+        topic, answers = arrival.topic, self.topics.forget_result
+        if answered_before(self, key, content, topic=topic, answer_topic=answers, refused=refused):
             return
         with self.unit():
-            self.dedupe.mark(key, arrival.topic)
+            self.dedupe.mark(key, topic, content)
             removed = self._forget_in_unit(msg.scope, msg.id, msg.with_sources)
             body = {"request_id": msg.request_id, "removed": removed}
-            self.outbox.enqueue(self.topics.forget_result, body)
+            self.outbox.enqueue(answers, body)
+            self.dedupe.answered(key, body)

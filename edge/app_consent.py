@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from a2a_common import jsonx
 from edge.app_turns import fingerprint
+from edge.repeats import REUSED, answered_before
 from edge.topics import Arrival, ConsentRequestMsg, Refusal, parse, ref_of
 
 if TYPE_CHECKING:
@@ -25,19 +26,18 @@ class ConsentInputs:
         key = f"consent:{msg.request_id}"
         ref = {"request_id": msg.request_id}
         content = fingerprint(jsonx.dumps([msg.action, msg.scope, msg.ttl_s]))
-        seen = self.app.dedupe.seen(key)
-        if seen is not None and seen.fingerprint in (None, content):
-            if seen.answer is not None:  # the same request again: its answer again
-                with self.app.unit():
-                    self.app.outbox.enqueue(self.app.topics.consent_result, seen.answer)
+        reused = self.app.consent.refused(REUSED.error, REUSED.detail)
+        if answered_before(
+            self.app,
+            key,
+            content,
+            topic=arrival.topic,
+            answer_topic=self.app.topics.consent_result,
+            refused={"request_id": msg.request_id, **reused.wire()},
+        ):
             return
         with self.app.unit() as result:
-            if seen is not None:  # the id of an applied request, with other content
-                answer = self.app.consent.refused(
-                    "duplicate_request_id", "this request_id was applied with other content"
-                )
-            else:
-                answer = self.app.consent.apply(result, msg, source="ui", request_id=msg.request_id)
+            answer = self.app.consent.apply(result, msg, source="ui", request_id=msg.request_id)
             body = {"request_id": msg.request_id, **answer.wire()}
             self.app.outbox.enqueue(self.app.topics.consent_result, body)
             if answer.ok:  # a refused one changes nothing, not even a dedupe mark

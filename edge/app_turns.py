@@ -148,7 +148,7 @@ class TurnInputs:
         elif answer is not None:
             log.info("turn %s is a repeat; its answer goes again", turn_id)
             with self.unit():
-                self.outbox.enqueue(self.topics.turn_response, answer)
+                self._send(answer)
         elif turn_id in self._repeats:  # still waiting on the cloud: answered when it is
             log.info("turn %s came again while it is answered; it gets the answer too", turn_id)
             self._repeats[turn_id] += 1
@@ -171,9 +171,13 @@ class TurnInputs:
         whose content was refused: the voice front-end never waits for nothing."""
         status = "error" if refusal.error == "internal_error" else "rejected"
         with self.unit():
-            self.outbox.enqueue(
-                self.topics.turn_response, response_body(turn_id, status, "", error=refusal.error)
-            )
+            self._send(response_body(turn_id, status, "", error=refusal.error))
+
+    def _send(self, body: dict[str, Any]) -> None:
+        """Every `P/turn/response` goes out here, and is counted here once it is committed."""
+        self.outbox.enqueue(self.topics.turn_response, body)
+        count = partial(self.metrics.inc, "a2a_turns_total", "turn responses sent, by status")
+        self.after_commit(partial(count, status=body["status"]))
 
     def _start_answer(self, turn: Received) -> None:
         task = asyncio.create_task(self.answer(turn))
@@ -204,7 +208,6 @@ class TurnInputs:
                 )
                 await self._retrying(turn, close)
                 return
-        self.metrics.inc("a2a_turns_total", "turns answered", status=status)
         if status == "ok":
             timings.turn_answered(self.metrics, turn.watch)
         if status == "offline":
@@ -273,15 +276,14 @@ class TurnInputs:
             self.sync.enqueue(self.memory.apply_turn(turn.pair_id, turn.session_id, changes))
             error = None
             if requested and not result.accepted:
-                error = "; ".join(reason for _, reason in result.rejected) or (
-                    "every workflow request was a duplicate"
-                )
+                reasons = dict.fromkeys(reason for _, reason in result.rejected)  # each once
+                error = "; ".join(reasons) or "every workflow request was a duplicate"
             status = "rejected" if error else "ok"
             self._respond(
                 response_body(
                     turn.turn_id,
                     status,
-                    answer.assistant_text,
+                    "" if error else answer.assistant_text,  # SPEC §2.4: rejected says nothing
                     route_family=answer.route_family,
                     workflow_ids=result.accepted,
                     error=error,
@@ -345,7 +347,7 @@ class TurnInputs:
     def _respond(self, body: dict[str, Any]) -> None:
         turn_id = body["turn_id"]
         for _arrival in range(1 + self._repeats.get(turn_id, 0)):  # once per arrival (SPEC 2.4)
-            self.outbox.enqueue(self.topics.turn_response, body)
+            self._send(body)
         self.dedupe.answered(f"turn:{turn_id}", body)  # a later repeat gets it again
         self.after_commit(partial(self._repeats.pop, turn_id, None))
 

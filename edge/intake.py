@@ -161,8 +161,7 @@ class Intake:
             return
         if not self._held:
             log.error("state DB refuses writes (%s): holding inbound messages", self._storage_error)
-        refusal = Refusal("storage_unavailable", self._storage_error)
-        self._app.refuse(msg.topic, refusal, payload=msg.payload)
+        # held, not refused: its one outcome is the applied one, once the DB takes writes
         self._held.append(msg.as_held())
 
     def _retry_held(self) -> None:

@@ -49,7 +49,7 @@ def route_table(app: DeviceApp) -> dict[str, Route[Any]]:
         "turn/request": Route(TurnRequestMsg, app.take_turn, app.reject_turn),
         "device/context": Route(DeviceContextMsg, app.take_device_context),
         "task/callback": Route(TaskCallbackMsg, app.take_callback),
-        "pui/event": Route(PuiEventMsg, app.take_pui),
+        "pui/event": Route(PuiEventMsg, app.take_pui, app.reject_pui),
         "workflow/request": Route(WorkflowRequestMsg, app.take_workflow),
         "admin/request": Route(AdminRequestMsg, app.take_admin),
         "memory/forget": Route(ForgetMsg, app.take_forget),

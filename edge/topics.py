@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar
 
 from pydantic import (
+    AwareDatetime,
     BaseModel,
     ConfigDict,
     Field,
@@ -72,10 +73,15 @@ class TaskCallbackMsg(_Inbound):
     task_id: StrictStr = Field(min_length=3, max_length=200, pattern=r"^[^:]+:[^:]+$")
     seq: StrictInt = Field(ge=1, lt=2**31)  # SPEC 2.2: a JSON integer in [1, 2^31)
     status: CallbackStatus
-    progress: float | None = Field(None, ge=0, le=100)
+    progress: StrictFloat | StrictInt | None = Field(None, ge=0, le=100, allow_inf_nan=False)
     reason: StrictStr | None = Field(None, max_length=200)
     evidence: Any = None  # any JSON: the TaskManager's allowlist keeps what it may (SPEC 4.5)
     ts: StrictStr | None = Field(None, max_length=64)
+
+    @field_validator("progress")
+    @classmethod
+    def _progress_float(cls, value: float | None) -> float | None:
+        return None if value is None else float(value)  # a JSON number only, never "50"
 
 
 class PuiEventMsg(_Inbound):
@@ -139,7 +145,7 @@ class ObservationMsg(_Inbound):
     observed_at: datetime
     scope: ObservationScope = ObservationScope()
     value: dict[str, StrictStr | bool | StrictInt | StrictFloat] = Field(max_length=32)
-    requires_cloud_decision: bool = False
+    requires_cloud_decision: StrictBool = False
 
     @field_validator("observed_at", mode="before")
     @classmethod
@@ -174,6 +180,16 @@ class AdminRequestMsg(_Inbound):
         "consent.revoke",
     ]
     args: dict[str, Any] = {}
+    # optional deadline (ISO-8601 with a zone): past it (and a small grace) the request is
+    # refused `expired` and nothing is applied — the CLI has reported it failed by then
+    expires_at: AwareDatetime | None = None
+
+    @field_validator("expires_at", mode="before")
+    @classmethod
+    def _iso_text(cls, value: Any) -> Any:
+        if value is not None and not isinstance(value, str):
+            raise ValueError("an ISO-8601 instant with a zone, as a string")
+        return value
 
 
 @dataclass(frozen=True)
@@ -252,9 +268,18 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not allowed in JSON payloads")
 
 
+def _lenient_int(text: str) -> int | None:
+    """An integer as written (a refusal's `ref` echoes a `seq` truly); None (left out of `ref`)
+    for one too long for `int` to read (Python refuses more than 4300 digits)."""
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
 _LENIENT: dict[str, Any] = {
     "parse_constant": lambda _c: 0,
-    "parse_int": lambda _s: 0,
+    "parse_int": _lenient_int,
     "parse_float": lambda _s: 0.0,
 }
 
@@ -262,8 +287,9 @@ _LENIENT: dict[str, Any] = {
 def decode_object(
     payload: bytes, max_bytes: int, *, lenient: bool = False
 ) -> dict[str, Any] | Refusal:
-    """The payload as a JSON object, or why not. `lenient` reads numbers and constants the gate
-    refuses as 0: only to find the ids of a refused payload (its refusal's `ref`)."""
+    """The payload as a JSON object, or why not. `lenient` reads constants the gate refuses
+    (NaN, Infinity) and floats as 0, integers as written: only to find the ids of a refused
+    payload (its refusal's `ref`)."""
     if len(payload) > max_bytes:
         return Refusal("payload_too_large", f"{len(payload)} bytes > max_payload_bytes {max_bytes}")
     try:

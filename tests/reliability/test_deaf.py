@@ -155,10 +155,6 @@ def test_a_real_full_disk_holds_turns_and_answers_them_when_space_returns(
     for n in range(30):
         turn = {"turn_id": f"full-{n}", "recognized_text": "가" * 4000}
         probe.publish(f"{ROOT}/turn/request", turn)
-    eventually(lambda: errors(probe, "storage_unavailable"), 15)
-    assert all(
-        e["ref"]["turn_id"].startswith("full-") for e in errors(probe, "storage_unavailable")
-    )
     assert eventually(lambda: _said_degraded(runtime), 15)
     filler.unlink()  # space returns: no restart, no reconnect
     answered = f"{ROOT}/turn/response"
@@ -168,6 +164,7 @@ def test_a_real_full_disk_holds_turns_and_answers_them_when_space_returns(
         ),
         30,
     )
+    assert errors(probe, "storage_unavailable") == []  # held, not refused: one outcome each
     assert runtime.proc is not None and runtime.proc.poll() is None
     assert runtime.terminate() == 0
     assert state_rows("SELECT count(*), count(DISTINCT turn_id) FROM pairs") == [(31, 31)]
