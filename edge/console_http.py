@@ -13,7 +13,10 @@ may reach it:
   cross-site form cannot send and a cross-site script cannot read) and, when the browser sends
   an Origin, an Origin that is this server (CSRF);
 - bounded: at most `MAX_CONNECTIONS` at once (more are answered 503 and closed), at most
-  `MAX_STREAMS` event streams, a socket timeout against slow clients, a small body limit;
+  `MAX_STREAMS` event streams, a small body limit, and a deadline for the whole request
+  (`REQUEST_TIMEOUT_S` for line + headers + body, however it trickles in: a socket timeout
+  alone bounds each read, and 32 clients sending a byte every 5 s had held every slot);
+  once the answer starts, only the socket timeout (an event stream lives on);
 - every answer carries a Content-Security-Policy that allows no script but the page's own
   file and no framing; the page puts every text in with `textContent`, never as HTML."""
 
@@ -21,10 +24,12 @@ from __future__ import annotations
 
 import contextlib
 import hmac
+import io
 import json
 import socket
 import sqlite3
 import threading
+import time
 from http import HTTPStatus
 from http.cookies import SimpleCookie
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -40,7 +45,8 @@ from edge.console_live import ID_MAX, Canceller, Changes
 MAX_CONNECTIONS = 32
 MAX_STREAMS = 8
 MAX_BODY = 4096
-SOCKET_TIMEOUT_S = 10.0
+SOCKET_TIMEOUT_S = 10.0  # each read or write of a connection
+REQUEST_TIMEOUT_S = 10.0  # a whole request, from accept (or the previous answer) to its end
 STREAM_BEAT_S = 5.0  # an event stream gets a `tick` this often: health and the heartbeat age
 COOKIE = "a2a_console_{port}"  # per port: browsers do not keep cookies apart by port
 CSP = (
@@ -73,6 +79,7 @@ class ConsoleServer(ThreadingHTTPServer):
             changes,
             canceller,
         )
+        self.request_timeout_s = REQUEST_TIMEOUT_S
         self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
         self.streams = threading.BoundedSemaphore(MAX_STREAMS)
         self.stopping = threading.Event()  # before binding: a failed bind calls server_close
@@ -110,11 +117,52 @@ class ConsoleServer(ThreadingHTTPServer):
         super().server_close()
 
 
+class _DeadlineReader(io.RawIOBase):
+    """The socket's reads under the request's deadline: each waits at most the time left
+    (and at most SOCKET_TIMEOUT_S), none starts once it has passed (TimeoutError, which
+    `handle_one_request` answers by closing the connection). `deadline = None`: no deadline."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        super().__init__()
+        self.sock = sock
+        self.deadline: float | None = None
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self.deadline is not None:
+            left = self.deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("the request's deadline passed")
+            self.sock.settimeout(min(SOCKET_TIMEOUT_S, left))
+        return self.sock.recv_into(buffer)
+
+
 class Handler(BaseHTTPRequestHandler):
     server: ConsoleServer
     protocol_version = "HTTP/1.1"
     server_version = "a2a-edge-console"
     sys_version = ""
+    reader: _DeadlineReader
+
+    def setup(self) -> None:
+        super().setup()
+        self.rfile.close()  # the socket's own file: closed, or the socket would stay open
+        self.reader = _DeadlineReader(self.connection)
+        self.rfile = io.BufferedReader(self.reader)
+
+    def handle_one_request(self) -> None:
+        """Each request (the first from accept, the next from the previous answer) must be
+        all there by its deadline, however slowly it trickles in."""
+        self.reader.deadline = time.monotonic() + self.server.request_timeout_s
+        super().handle_one_request()
+
+    def send_response(self, code: int, message: str | None = None) -> None:
+        """The answer starts: the request is complete (an event stream is not cut off)."""
+        self.reader.deadline = None
+        self.connection.settimeout(SOCKET_TIMEOUT_S)
+        super().send_response(code, message)
 
     def version_string(self) -> str:
         return self.server_version

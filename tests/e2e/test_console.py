@@ -5,16 +5,26 @@ connections and event streams, live events, the service down and the DB missing;
 
 from __future__ import annotations
 
+import contextlib
+import http.client
 import json
 import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from edge.console_http import MAX_CONNECTIONS, MAX_STREAMS
+import pytest
+
+from edge import console_http
+from edge.config import load_secrets, load_settings
+from edge.console_http import MAX_CONNECTIONS, MAX_STREAMS, ConsoleServer
+from edge.console_live import Canceller, Changes
 from sim.cloud import SimCloud
 from sim.devices import Behavior, DeviceAgents
 from sim.probe import MqttProbe
@@ -265,3 +275,97 @@ def test_snapshot_of_an_utterance_and_what_the_policy_withholds(
             held["preferred_room"]["value"] == "안방" and "withheld" not in held["preferred_room"]
         )
         assert held["condition"]["sources"]["pair"]  # provenance: ids only
+
+
+TRICKLE_DEADLINE_S = 2.0  # the whole-request deadline for the trickle test (10 s in service)
+
+
+@contextmanager
+def _in_process_console(config: Path) -> Iterator[ConsoleServer]:
+    """The console's server in this process (so its deadline can be shortened), no follower."""
+    settings = load_settings(config)
+    server = ConsoleServer(
+        ("127.0.0.1", 0),
+        settings=settings,
+        token="t" * 32,
+        changes=Changes(),
+        canceller=Canceller(settings, load_secrets(settings)),
+    )
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+
+
+def _status(port: int, path: str) -> int:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+    try:
+        conn.request("GET", path, headers={"Cookie": f"a2a_console_{port}={'t' * 32}"})
+        return conn.getresponse().status
+    finally:
+        conn.close()
+
+
+def _trickle(socks: list[socket.socket], stop: threading.Event) -> None:
+    """A byte of the header on every connection, twice per deadline, until told to stop."""
+    while not stop.wait(TRICKLE_DEADLINE_S / 2):
+        for sock in socks:
+            with contextlib.suppress(OSError):  # closed by the console: it stays closed
+                sock.send(b"a")
+
+
+def _closed_by_server(sock: socket.socket, until: float) -> bool:
+    try:
+        while True:
+            sock.settimeout(max(0.01, until - time.monotonic()))
+            if not sock.recv(4096):
+                return True
+    except (ConnectionResetError, BrokenPipeError):
+        return True
+    except TimeoutError:
+        return False
+
+
+def test_trickling_clients_do_not_lock_the_console_out(
+    runtime_factory: RuntimeFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The outside attacker's report: 40 connections sending a header byte every few seconds
+    held all 32 slots for as long as they kept on (each read was bounded, not the request), and
+    the token's requests were answered 503. The whole request has a deadline now."""
+    monkeypatch.setattr(console_http, "REQUEST_TIMEOUT_S", TRICKLE_DEADLINE_S, raising=False)
+    runtime = runtime_factory()
+    with _in_process_console(runtime.config) as server:
+        port = server.server_address[1]
+        stream = socket.create_connection(("127.0.0.1", port), timeout=5)
+        stream.sendall(
+            f"GET /events HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+            f"Cookie: a2a_console_{port}={'t' * 32}\r\n\r\n".encode()
+        )
+        _read_event(stream, "hello", time.monotonic() + 5)
+        head = f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-A: ".encode()
+        socks = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(40)]
+        started = time.monotonic()
+        for sock in socks:
+            sock.sendall(head)
+        stop = threading.Event()
+        trickler = threading.Thread(target=_trickle, args=(socks, stop), daemon=True)
+        trickler.start()
+        try:
+            assert _status(port, "/api/overview") == 503  # every slot is held
+            margin = TRICKLE_DEADLINE_S + 1.5
+            eventually(lambda: _status(port, "/api/overview") == 200, timeout_s=margin)
+            assert time.monotonic() - started < margin
+            until = started + margin
+            assert all(_closed_by_server(sock, until) for sock in socks)
+            # the event stream's request was complete: the deadline does not cut it off
+            server.changes.bump({"what": "test"})
+            assert _read_event(stream, "change", time.monotonic() + 5)["what"] == "test"
+        finally:
+            stop.set()
+            trickler.join(timeout=5)
+            for sock in [*socks, stream]:
+                sock.close()
