@@ -277,7 +277,7 @@ def test_snapshot_of_an_utterance_and_what_the_policy_withholds(
         assert held["condition"]["sources"]["pair"]  # provenance: ids only
 
 
-TRICKLE_DEADLINE_S = 2.0  # the whole-request deadline for the trickle test (10 s in service)
+TRICKLE_DEADLINE_S = 3.0  # the whole-request deadline for the trickle test (10 s in service)
 
 
 @contextmanager
@@ -347,19 +347,21 @@ def test_trickling_clients_do_not_lock_the_console_out(
         )
         _read_event(stream, "hello", time.monotonic() + 5)
         head = f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nX-A: ".encode()
-        socks = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(40)]
+        socks = []
+        for _ in range(40):
+            socks.append(socket.create_connection(("127.0.0.1", port), timeout=5))
+            socks[-1].sendall(head)
         started = time.monotonic()
-        for sock in socks:
-            sock.sendall(head)
         stop = threading.Event()
         trickler = threading.Thread(target=_trickle, args=(socks, stop), daemon=True)
         trickler.start()
         try:
-            assert _status(port, "/api/overview") == 503  # every slot is held
+            # every slot is held (a connection the full listen queue dropped comes ~1 s later)
+            eventually(lambda: _status(port, "/api/overview") == 503, timeout_s=2.5)
             margin = TRICKLE_DEADLINE_S + 1.5
             eventually(lambda: _status(port, "/api/overview") == 200, timeout_s=margin)
             assert time.monotonic() - started < margin
-            until = started + margin
+            until = started + margin + 1.0  # those late ones: accepted up to ~1 s later
             assert all(_closed_by_server(sock, until) for sock in socks)
             # the event stream's request was complete: the deadline does not cut it off
             server.changes.bump({"what": "test"})
