@@ -69,6 +69,10 @@ class CancelWatches:
     def load(self) -> int:
         rows = self._db.execute("SELECT doc FROM cancel_watch").fetchall()
         self.watches = {w.task_id: w for w in (Watch.from_json(json.loads(d)) for (d,) in rows)}
+        for task_id, watch in self.watches.items():  # a row written before it kept its resource
+            spec = self._catalog.get(watch.capability_id, watch.operation_id)
+            if watch.resource is None and spec is not None and spec.resource:
+                self.watches[task_id] = replace(watch, resource=spec.resource)
         return len(self.watches)
 
     def find(self, task_id: str) -> Watch | None:
