@@ -303,8 +303,10 @@ class Runtime:
             "loop_lag_ms": round(self._loop_lag * 1000, 1),
             "active_workflows": len(app.tm.active_ids()),
             "experience_mode": app.tm.mode,
-            "health": "degraded" if self._problems() else "ok",
+            # SPEC 4.2: a standing cancel alarm degrades the service until an agent confirms
+            "health": "degraded" if self._problems() or self._alarms else "ok",
             "problems": self._problems(),
+            "alarm": alarm_body(self._alarms) if self._alarms else None,
             **app.checkpointer.health(),  # wal_bytes, wal_residue, wal_blocked_s
         }
         try:
@@ -393,6 +395,7 @@ class Runtime:
     def _on_alarm(self, task_ids: list[str]) -> None:
         """SPEC 4.2: the retained status and STATUS= carry the alarm until an agent confirms."""
         self._alarms = task_ids
+        self._heartbeat()  # `a2a-edge status` shows it now, not a beat later
         if self._broker_up:
             self._channel.publish(
                 self._app.topics.runtime_status, self._status("online"), retain=True

@@ -66,6 +66,8 @@ def status(settings: Settings) -> dict[str, Any]:
             "service": "running" if running else "not running",
             "health": health,
             "problems": beat.get("problems", []) if running else [],
+            # SPEC 4.2: a cancel whose body was never confirmed stopped (the heartbeat's)
+            "alarm": beat.get("alarm") if running else None,
             "last_seen": beat.get("ts"),  # the heartbeat's time: what follows is as of then
             "heartbeat_age_s": age,
             "broker": beat.get("broker", "unknown"),

@@ -15,6 +15,8 @@ class Board:
     holding it), `queues` (resource, or None for steps that need none -> {(workflow_id,
     step_id): ready_seq} of QUEUED steps whose dependencies completed), `queued` (workflow_id ->
     where its steps sit in `queues`) and `timed` (workflows with a deadline pending).
+    `fenced` (resource -> task_id): a cancelled task whose body is not yet confirmed stopped
+    (SPEC 4.2) keeps its resource; the shell lifts the fence when the cancel is confirmed.
 
     `decide` works on a copy whose dicts are shallow copies; a queue is copied the first time
     that copy changes it (`_own_queue`), so the input board is never mutated."""
@@ -25,6 +27,7 @@ class Board:
     queues: dict[str | None, dict[tuple[str, str], int]] = field(default_factory=dict)
     queued: dict[str, list[tuple[str | None, str]]] = field(default_factory=dict)
     timed: set[str] = field(default_factory=set)
+    fenced: dict[str, str] = field(default_factory=dict)
     _owned_queues: set[str | None] = field(default_factory=set, compare=False, repr=False)
 
     def copy(self) -> Board:
@@ -36,6 +39,7 @@ class Board:
             dict(self.queues),
             dict(self.queued),
             set(self.timed),
+            dict(self.fenced),
         )
 
     def _own_queue(self, key: str | None) -> dict[tuple[str, str], int]:

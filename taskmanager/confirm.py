@@ -39,6 +39,10 @@ class Watch:
     last_seq: int = 0
     stop_operation: str | None = None
     stop_seq: int = 0
+    resource: str | None = None  # held until confirmed (SPEC 4.2: a step waits for it free)
+    # the workflow as last seen (status, etag): what a body event says once it is pruned
+    workflow_status: str | None = None
+    etag: int | None = None
 
     @property
     def stop_task_id(self) -> str:

@@ -25,6 +25,7 @@ from taskmanager.derive import (
 from taskmanager.events import (
     Callback,
     Cancel,
+    CancelTask,
     Command,
     Decide,
     Emit,
@@ -289,12 +290,24 @@ def _mark_ready(board: Board, ctx: Ctx) -> None:
         board.reindex(wf)
 
 
+def _fence(board: Board, ctx: Ctx) -> None:
+    """A task just told to cancel keeps its resource until its body is confirmed stopped
+    (SPEC 4.2): the next step on it waits, or the stop would hit that step's action."""
+    for effect in ctx.effects:
+        if isinstance(effect, CancelTask):
+            workflow_id, step_id = _split(str(effect.payload["task_id"]))
+            wf = board.workflows.get(workflow_id)
+            step = wf.step(step_id) if wf else None
+            if step is not None and step.resource and step.resource not in board.fenced:
+                board.fenced[step.resource] = step.task_id(workflow_id)
+
+
 def _dispatch(board: Board, ctx: Ctx) -> None:
     """Start ready steps in FIFO order of readiness, each once its resource is free."""
     line = [
         min((seq, *entry) for entry, seq in queue.items())
         for key, queue in board.queues.items()
-        if queue and key is not None and key not in board.held
+        if queue and key is not None and key not in board.held and key not in board.fenced
     ]
     line += [(seq, *entry) for entry, seq in board.queues.get(None, {}).items()]
     for _seq, workflow_id, step_id in sorted(line):
@@ -436,6 +449,7 @@ def decide(board: Board, event: Event, now: datetime) -> Outcome:
     for workflow_id in ctx.owned:  # orphans appear only where a step just ended
         if workflow_id in new.workflows:
             _cancel_orphans(workflow_id, ctx)
+    _fence(new, ctx)
     _mark_ready(new, ctx)
     _dispatch(new, ctx)
     for wf in list(ctx.touched.values()):

@@ -138,6 +138,7 @@ class TaskManager:
         # a cancel never PUBACKed (the CLI's while no service ran, or one lost to a crash) has
         # not reached the agent: its window starts again when it goes out
         self.watches.rearm(self._unsent(), self._clock.now())
+        self.board.fenced = self.watches.fences()
         return len(self.board.workflows)
 
     def alarms(self) -> list[str]:
@@ -323,7 +324,30 @@ class TaskManager:
             out = self.watches.callback(
                 cb.task_id, cb.seq, cb.status, screened.kept, now, self._workflow
             )
-            return self._carry(out, now)
+            if watch.task_id not in self.watches.watches and not stop:
+                self._applied(cb.task_id, cb.seq)  # SPEC 2.2: its repeat is a duplicate
+            result = self._carry(out, now)
+        if watch.task_id not in self.watches.watches:
+            return self._release(watch.resource, watch.task_id, result)
+        return result
+
+    def _applied(self, task_id: str, seq: int) -> None:
+        """A confirming callback's seq is the task's last applied one, on disk and on the
+        board (an ended step of an active workflow)."""
+        workflow_id, _, step_id = task_id.rpartition(":")
+        wf = self.board.workflows.get(workflow_id)
+        step = wf.step(step_id) if wf else None
+        if step is not None:
+            step.last_seq = max(step.last_seq, seq)
+        self.store.note_seq(task_id, seq)
+
+    def _release(self, resource: str | None, task_id: str, result: Result) -> Result:
+        """The body is confirmed stopped: its resource is free, the next step on it starts."""
+        if resource is None or self.board.fenced.get(resource) != task_id:
+            return result
+        del self.board.fenced[resource]
+        result.merge(self._apply(Tick()))
+        return result
 
     def _workflow(self, workflow_id: str) -> Workflow | None:
         """Active on the board, else as it ended on disk (None once pruned or forgotten)."""

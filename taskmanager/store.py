@@ -174,6 +174,24 @@ class WorkflowStore:
                 return int(step.get("last_seq") or 0)
         return None
 
+    def note_seq(self, task_id: str, seq: int) -> None:
+        """Record `seq` as applied to an ended task (its cancel's confirmation, SPEC 4.2):
+        bookkeeping of the document, not a change of it (its etag stays)."""
+        workflow_id, _, step_id = task_id.rpartition(":")
+        row = self._db.execute(
+            "SELECT doc FROM workflows WHERE workflow_id = ?", [workflow_id]
+        ).fetchone()
+        if row is None:
+            return
+        doc = json.loads(row[0])
+        for step in doc.get("steps", []):
+            if step.get("step_id") == step_id and int(step.get("last_seq") or 0) < seq:
+                step["last_seq"] = seq
+                self._db.execute(
+                    "UPDATE workflows SET doc = ? WHERE workflow_id = ?",
+                    [jsonx.dumps(doc), workflow_id],
+                )
+
     def trace(
         self, workflow_id: str, now: datetime, etag: int | None, kind: str, detail: dict[str, Any]
     ) -> None:

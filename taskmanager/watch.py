@@ -69,6 +69,10 @@ class CancelWatches:
     def load(self) -> int:
         rows = self._db.execute("SELECT doc FROM cancel_watch").fetchall()
         self.watches = {w.task_id: w for w in (Watch.from_json(json.loads(d)) for (d,) in rows)}
+        for task_id, watch in self.watches.items():  # a row written before it kept its resource
+            spec = self._catalog.get(watch.capability_id, watch.operation_id)
+            if watch.resource is None and spec is not None and spec.resource:
+                self.watches[task_id] = replace(watch, resource=spec.resource)
         return len(self.watches)
 
     def find(self, task_id: str) -> Watch | None:
@@ -129,8 +133,25 @@ class CancelWatches:
             operation = step.operation_id if step else ""
             last = step.last_seq if step else 0
             watch = watch_for(cancel, step_id, operation, last, now, self.window_s)
+            watch = replace(watch, resource=step.resource if step else None)
             self._save(watch)
             self.watches[task_id] = watch
+        self._follow(by_id)
+
+    def _follow(self, by_id: dict[str, Workflow]) -> None:
+        """Keep each watch's copy of its workflow's status and etag current: once the workflow
+        is pruned (its alarm outlived `keep_ended_days`), a body event says those, never
+        invented ones."""
+        for task_id, watch in list(self.watches.items()):
+            wf = by_id.get(watch.workflow_id)
+            if wf is not None and (watch.workflow_status, watch.etag) != (wf.status, wf.etag):
+                kept = replace(watch, workflow_status=wf.status, etag=wf.etag)
+                self._save(kept)
+                self.watches[task_id] = kept
+
+    def fences(self) -> dict[str, str]:
+        """resource -> cancelled task holding it until its stop is confirmed (SPEC 4.2)."""
+        return {w.resource: t for t, w in sorted(self.watches.items()) if w.resource}
 
     def due(self, now: datetime, workflow_of: Callable[[str], Workflow | None]) -> Outcome:
         out = Outcome()
@@ -178,22 +199,28 @@ class CancelWatches:
         out: Outcome,
     ) -> None:
         """`P/workflow/event` and the cloud report of a body event. It is not a change of the
-        workflow's document: it carries the workflow's current etag and status."""
-        out.messages.append(
-            Emit(
-                {
-                    "workflow_id": watch.workflow_id,
-                    "step_id": watch.step_id,
-                    "task_id": watch.task_id,
-                    "status": event["status"],
-                    "workflow_status": wf.status if wf else "cancelled",
-                    "reason": reason,
-                    "progress": None,
-                    "etag": wf.etag if wf else 0,
-                    "ts": iso(now),
-                }
+        workflow's document: it carries the workflow's current etag and status (pruned: the
+        last ones the watch saw; none known, from a row older than that copy: no event)."""
+        status = wf.status if wf else watch.workflow_status
+        etag = wf.etag if wf else watch.etag
+        if status is None or etag is None:
+            log.warning("%s of %s: its workflow is gone, no event", event["status"], watch.task_id)
+        else:
+            out.messages.append(
+                Emit(
+                    {
+                        "workflow_id": watch.workflow_id,
+                        "step_id": watch.step_id,
+                        "task_id": watch.task_id,
+                        "status": event["status"],
+                        "workflow_status": status,
+                        "reason": reason,
+                        "progress": None,
+                        "etag": etag,
+                        "ts": iso(now),
+                    }
+                )
             )
-        )
         if wf is not None:
             body = report_body(wf, event, False)
             out.reports.append(Report(wf.workflow_id, body, False, True))

@@ -88,12 +88,16 @@ def test_a_hung_agent_gets_the_cancel_again_then_the_safe_stop_and_the_alarm_cle
     probe: MqttProbe,
     devices: DeviceAgents,
     cloud: SimCloud,
+    state_rows: StateRows,
 ) -> None:
     devices.behaviors["mobility.move_to_room"] = Behavior("hung")
     devices.behaviors["mobility.stop"] = Behavior("silent")  # the stop is not confirmed either
     runtime = runtime_factory(**CONFIRM)
     start_moving(probe, devices)
     pressed = press(probe)
+    # the next move on `base`, 0.2 s later, waits until the first body is confirmed stopped
+    # (on main it was dispatched at once and the first task's safe stop halted its walk)
+    probe.publish(f"{ROOT}/workflow/request", move("wf-d", args={"room": "거실"}))
     devices.wait_for(lambda d: STOP in d.tasks, timeout_s=5)
     stopped_after = time.monotonic() - pressed
     cancels = [c for c in devices.cancels if c["task_id"] == MOVE]
@@ -116,11 +120,21 @@ def test_a_hung_agent_gets_the_cancel_again_then_the_safe_stop_and_the_alarm_cle
         ]
     )
     assert told[0]["event"]["safe_stop"] == "mobility.stop"
+    beat = eventually(lambda: heartbeat(state_rows).get("alarm"))  # what `status` shows
+    assert beat == alarm and heartbeat(state_rows)["health"] == "degraded"
+    assert "wf-d:step_move" not in devices.tasks  # still waiting for `base`
 
     devices.release(MOVE)  # the agent comes back: its CANCELLED confirms, the alarm clears
     assert workflow_event(probe, "wf-c", "CANCEL_CONFIRMED")["reason"] == "cancelled"
     assert "alarm" not in status(probe, alarmed=False)
     eventually(lambda: not runtime.notify.lines[-1].startswith("STATUS=ALARM"), 5)
+    devices.wait_for(lambda d: "wf-d:step_move" in d.tasks)  # `base` is free: the next goes
+    assert eventually(lambda: heartbeat(state_rows).get("alarm", 0) is None)
+
+
+def heartbeat(state_rows: StateRows) -> Any:
+    rows = state_rows("SELECT value FROM device_state WHERE key = 'runtime_heartbeat'")
+    return json.loads(rows[0][0]) if rows else {}
 
 
 def test_a_late_completed_after_the_cancel_is_recorded_as_what_the_body_did(

@@ -16,6 +16,7 @@ from taskmanager.events import (
     Ignored,
     Report,
     Submit,
+    Tick,
 )
 from taskmanager.model import Workflow
 from taskmanager.validate import Rejected, validate_workflow
@@ -79,6 +80,12 @@ class Run:
         self, task: str, seq: int, status: str, *, at: float | None = None, **extra: Any
     ) -> Outcome:
         return self(Callback(task, seq, status, **extra), at=at)
+
+    def confirm(self, task_id: str) -> Outcome:
+        """What the shell does when a cancelled task's stop is confirmed (SPEC 4.2): its
+        resource is free again, and a tick lets the next in line start."""
+        self.board.fenced = {r: t for r, t in self.board.fenced.items() if t != task_id}
+        return self(Tick())
 
     def of(self, kind: type) -> list[Any]:
         return [e for e in self.effects if isinstance(e, kind)]

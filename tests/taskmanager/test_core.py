@@ -348,10 +348,13 @@ def test_continue_complete_abort_ask() -> None:
     run(Decide("wf-d", "complete"))
     assert run.status("wf-d") == "completed"
     assert ("wf-d:step_move", "supervisor") in run.cancels()
+    assert run.board.fenced == {"base": "wf-d:step_move"}  # held until its stop is confirmed
+    run.confirm("wf-d:step_move")
 
     run.submit(workflow(workflow_id="wf-e"))
     run(Decide("wf-e", "abort"))
     assert run.status("wf-e") == "cancelled"
+    run.confirm("wf-e:step_move")
 
     run.submit(workflow(workflow_id="wf-f"))
     run.cb("wf-f:step_move", 1, "FAILED", at=0)

@@ -82,3 +82,77 @@ def test_a_cancel_still_owed_gets_its_window_from_when_it_goes_out(tmp_path: Pat
     assert started.next_deadline() == clock.now() + timedelta(seconds=2)
     started.tick()
     assert cancels(outbox) == 1 and started.alarms() == []
+
+
+MOVE_ONLY = {**MOVE_PURIFY, "steps": MOVE_PURIFY["steps"][:1]}
+
+
+def commands(outbox: DurableOutbox, workflow_id: str) -> list[dict[str, object]]:
+    rows = outbox.rows_under(f"{ROOT}/task/command/")
+    return [c for _, c in rows if c["workflow_id"] == workflow_id and not c.get("safe_stop")]
+
+
+def test_a_cancelled_task_holds_its_resource_until_its_stop_is_confirmed(tmp_path: Path) -> None:
+    """SPEC 4.2: the stop of a cancelled move must not hit the next move on `base`."""
+    clock = ManualClock(T0)
+    tm, outbox = manager(tmp_path / "s.db", clock)
+    tm.submit(MOVE_ONLY, source="planner")
+    assert tm.cancel(None, "pui").finished  # cancelled for the user at the press
+    clock.advance(0.2)
+    tm.submit({**MOVE_ONLY, "workflow_id": "wf-2"}, source="planner")
+    assert commands(outbox, "wf-2") == []  # waits for `base`
+    clock.advance(9)  # both windows: the safe stop goes, the resource stays held
+    tm.tick()
+    assert tm.alarms() == [MOVE] and commands(outbox, "wf-2") == []
+    again, outbox = manager(tmp_path / "s.db", clock)  # a restart keeps the fence
+    again.tick()
+    assert commands(outbox, "wf-2") == []
+    again.callback(Callback(MOVE + "~safe_stop", 1, "COMPLETED"))
+    [move] = commands(outbox, "wf-2")
+    assert move["operation_id"] == "move_to_room" and again.alarms() == []
+
+
+def test_the_agents_terminal_callback_frees_the_resource(tmp_path: Path) -> None:
+    clock = ManualClock(T0)
+    tm, outbox = manager(tmp_path / "s.db", clock)
+    tm.submit(MOVE_ONLY, source="planner")
+    tm.callback(Callback(MOVE, 1, "RUNNING"))
+    tm.cancel("wf-1", "user")
+    tm.submit({**MOVE_ONLY, "workflow_id": "wf-2"}, source="planner")
+    tm.submit({**MOVE_ONLY, "workflow_id": "wf-3"}, source="planner")
+    assert commands(outbox, "wf-2") == []
+    tm.callback(Callback(MOVE, 2, "CANCELLED"))
+    assert len(commands(outbox, "wf-2")) == 1 and commands(outbox, "wf-3") == []  # FIFO
+
+
+def test_a_repeated_confirmation_is_a_silent_duplicate(tmp_path: Path) -> None:
+    """SPEC 2.2: the confirming seq is applied; its repeat is a duplicate, not `terminal`."""
+    clock = ManualClock(T0)
+    tm, _ = manager(tmp_path / "s.db", clock)
+    tm.submit(MOVE_PURIFY, source="planner")
+    tm.cancel(None, "pui")
+    assert tm.verdict(MOVE, 2, "CANCELLED") == "apply"
+    tm.callback(Callback(MOVE, 2, "CANCELLED"))
+    assert tm.verdict(MOVE, 2, "CANCELLED") == "duplicate"
+    assert tm.verdict(MOVE, 3, "RUNNING") == "terminal"
+    again, _ = manager(tmp_path / "s.db", clock)  # on disk too
+    assert again.verdict(MOVE, 2, "CANCELLED") == "duplicate"
+
+
+def test_a_confirmation_after_the_prune_says_the_workflows_last_status(tmp_path: Path) -> None:
+    """Pruned while the alarm stood: the event carries what the workflow last was."""
+    clock = ManualClock(T0)
+    tm, outbox = manager(tmp_path / "s.db", clock)
+    tm.submit(MOVE_PURIFY, source="planner")
+    tm.cancel(None, "pui")
+    ended = tm.store.get("wf-1")
+    assert ended is not None
+    clock.advance(9)
+    tm.tick()
+    tm.store.prune_ended("9999-01-01T00:00:00Z", 100)
+    assert tm.store.get("wf-1") is None
+    tm.callback(Callback(MOVE + "~safe_stop", 1, "COMPLETED"))
+    events = [p for _, p in outbox.rows_under(f"{ROOT}/workflow/event")]
+    [confirmed] = [e for e in events if e["status"] == "CANCEL_CONFIRMED"]
+    assert confirmed["workflow_status"] == ended["status"] == "cancelled"
+    assert confirmed["etag"] == ended["etag"] != 0
