@@ -170,19 +170,25 @@ def parse_catalog(data: object, source: str) -> Catalog:
     return Catalog(ops, stops)
 
 
-def load_catalog(path: str = "") -> Catalog:
-    """The shipped catalog, or the file at `path` when given."""
+def load_json(path: str, shipped: str, error: type[CatalogError]) -> tuple[Any, str]:
+    """The JSON file at `path`, or the package's `shipped` one when `path` is empty, with the
+    name its errors give; an unreadable or invalid file raises `error(source, why)`."""
     if path:
         try:
             text = Path(path).read_text(encoding="utf-8")
         except OSError as exc:
-            raise CatalogError(path, f"cannot read: {exc.strerror}") from exc
+            raise error(path, f"cannot read: {exc.strerror}") from exc
         source = path
     else:
-        text = resources.files("taskmanager").joinpath("catalog.json").read_text(encoding="utf-8")
-        source = "catalog.json"
+        text = resources.files("taskmanager").joinpath(shipped).read_text(encoding="utf-8")
+        source = shipped
     try:
-        data = json.loads(text)
+        return json.loads(text), source
     except ValueError as exc:
-        raise CatalogError(source, f"not valid JSON: {exc}") from exc
+        raise error(source, f"not valid JSON: {exc}") from exc
+
+
+def load_catalog(path: str = "") -> Catalog:
+    """The shipped catalog, or the file at `path` when given."""
+    data, source = load_json(path, "catalog.json", CatalogError)
     return parse_catalog(data, source)

@@ -11,16 +11,13 @@ serve both sides)."""
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
-from importlib import resources
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from taskmanager.catalog import Catalog, EvidenceKey, Scalar
+from taskmanager.catalog import Catalog, EvidenceKey, Scalar, load_json
 from taskmanager.errors import EffectsError
 
 EFFECT_ID = r"^[a-z][a-z0-9_]{0,63}$"
@@ -124,17 +121,5 @@ def parse_effects(data: object, source: str, catalog: Catalog) -> EffectCatalog:
 
 def load_effects(catalog: Catalog, path: str = "") -> EffectCatalog:
     """The shipped effect catalog, or the file at `path`, checked against `catalog`."""
-    if path:
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise EffectsError(path, f"cannot read: {exc.strerror}") from exc
-        source = path
-    else:
-        text = resources.files("taskmanager").joinpath("effects.json").read_text(encoding="utf-8")
-        source = "effects.json"
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise EffectsError(source, f"not valid JSON: {exc}") from exc
+    data, source = load_json(path, "effects.json", EffectsError)
     return parse_effects(data, source, catalog)
