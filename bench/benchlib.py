@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -13,6 +14,19 @@ from sim.broker import Mosquitto
 from sim.cloud import SimCloud
 from sim.devices import Behavior, DeviceAgents
 from sim.processes import RuntimeProcess, write_config
+
+
+def record(name: str, key: str, value: float | int | str) -> None:
+    """Keep one key figure of bench `name` in `$BENCH_OUT/<name>.json` (nothing without
+    $BENCH_OUT); `python -m bench.summary` prints them side by side with the goals."""
+    out = os.environ.get("BENCH_OUT")
+    if not out:
+        return
+    path = Path(out) / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figures = json.loads(path.read_text()) if path.exists() else {}
+    figures[key] = value
+    path.write_text(json.dumps(figures, indent=1, sort_keys=True) + "\n")
 
 
 def pct(values: list[float], p: float) -> float:
