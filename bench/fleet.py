@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import resource
 import sqlite3
 import subprocess
 import sys
@@ -25,13 +26,14 @@ from typing import Any
 import httpx
 import paho.mqtt.client as paho
 
-from bench.benchlib import pct, proc_stat
+from bench.benchlib import pct, proc_stat, record
 from sim.broker import Mosquitto, free_port, wait_port
 from sim.devices import DeviceAgents
 from sim.mqttc import start_client
 from sim.processes import RuntimeProcess, write_config
 
 SYS_INTERVAL_S = 2
+READY_S = 120  # one runtime's start while a wave of others starts too
 UTTERANCES = [
     ("오늘 날씨 어때?", 4),
     ("안녕", 2),
@@ -97,7 +99,11 @@ def start_cloud(work: Path) -> tuple[subprocess.Popen[bytes], str]:
     return proc, f"http://127.0.0.1:{port}"
 
 
-def start_fleet(work: Path, robots: int, broker: int, cloud: str) -> list[RuntimeProcess]:
+def start_fleet(
+    work: Path, robots: int, broker: int, cloud: str, wave: int
+) -> list[RuntimeProcess]:
+    """Start the runtimes `wave` at a time, each wave READY before the next starts: 100 Python
+    processes importing at once on 2 cores take minutes and time each other out."""
     fleet = []
     for n in range(robots):
         home = work / f"robot-{n:02d}"
@@ -113,10 +119,21 @@ def start_fleet(work: Path, robots: int, broker: int, cloud: str) -> list[Runtim
             },
         )
         fleet.append(RuntimeProcess(config, home).start(wait_ready=False))
-    for runtime in fleet:
-        if not runtime.wait_line("READY=1", 60):
-            raise RuntimeError(f"{runtime.workdir.name} not READY:\n{runtime.log()}")
+        if len(fleet) % wave == 0 or len(fleet) == robots:
+            for runtime in fleet[-wave:]:
+                if not runtime.wait_line("READY=1", READY_S):
+                    raise RuntimeError(f"{runtime.workdir.name} not READY:\n{runtime.log()}")
     return fleet
+
+
+def raise_fd_limit() -> int:
+    """Soft RLIMIT_NOFILE up to the hard limit (inherited by Mosquitto): every runtime, agent
+    and notify socket is a descriptor here or there, a few hundred at 100 robots."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = hard if hard != resource.RLIM_INFINITY else max(soft, 65536)
+    if soft < wanted:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
 
 
 def drive(
@@ -181,65 +198,97 @@ def _sync_pending(runtime: RuntimeProcess) -> int:
         db.close()
 
 
+@dataclass
+class Run:
+    """What one fleet run measured, for `report`."""
+
+    robots: int
+    seconds: float
+    started_s: float = 0.0
+    turns: int = 0
+    cpu_s: dict[str, float] = field(default_factory=dict)  # runtime -> CPU s during the load
+    rss_mb: list[float] = field(default_factory=list)
+    counted: tuple[tuple[float, dict[str, int]], ...] = ()  # broker counters, from and to
+    sync: dict[str, Any] = field(default_factory=dict)
+    owed: int = 0
+    alive: int = 0
+    logged_errors: list[str] = field(default_factory=list)
+    wave: int = 10
+
+
+def measure(
+    run: Run, work: Path, broker: Mosquitto, cloud: str, observed: Observed, rng: random.Random
+) -> None:
+    """Start the fleet, drive it, settle, close it; fills `run`."""
+    client = start_client("127.0.0.1", broker.port, "fleet-driver", _subscribe, observed.on_message)
+    fleet: list[RuntimeProcess] = []
+    agents: list[DeviceAgents] = []
+    try:
+        t0 = time.monotonic()
+        fleet = start_fleet(work, run.robots, broker.port, cloud, run.wave)
+        run.started_s = time.monotonic() - t0
+        agents = [
+            DeviceAgents(broker.port, f"a2a/robot-{n:02d}", time_scale=0.01)
+            for n in range(run.robots)
+        ]
+        cpu0 = {r.workdir.name: proc_stat(_pid(r))[1] for r in fleet}
+        counted_from = observed.broker_snapshot()
+        run.turns = drive(client, observed, run.robots, run.seconds, cloud, rng)
+        run.counted = (counted_from, observed.broker_snapshot())
+        run.cpu_s = {r.workdir.name: proc_stat(_pid(r))[1] - cpu0[r.workdir.name] for r in fleet}
+        run.owed = settle(fleet, observed, 180)
+        run.rss_mb = [proc_stat(_pid(r))[0] / 1024 for r in fleet]
+        run.sync = httpx.get(f"{cloud}/_sim/sync").json()
+        run.alive = sum(1 for r in fleet if r.proc is not None and r.proc.poll() is None)
+        run.logged_errors = [
+            f"{r.workdir.name}: {line}"
+            for r in fleet
+            for line in r.log().splitlines()
+            if any(mark in line for mark in ('"level": "ERROR"', " ERROR ", "Traceback"))
+        ]
+    finally:
+        for agent in agents:
+            agent.close()
+        for runtime in fleet:
+            runtime.close()
+        client.disconnect()
+        client.loop_stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--robots", type=int, default=50)
     parser.add_argument("--seconds", type=float, default=300)
     parser.add_argument("--seed", type=int, default=11)
+    parser.add_argument("--wave", type=int, default=10, help="runtimes started at once")
     args = parser.parse_args()
-    rng = random.Random(args.seed)
+    raise_fd_limit()
+    run = Run(args.robots, args.seconds, wave=args.wave)
+    observed = Observed()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         broker = Mosquitto(work / "broker", extra_conf=f"sys_interval {SYS_INTERVAL_S}\n")
         broker.start()
         cloud_proc, cloud = start_cloud(work)
-        observed = Observed()
-        fleet: list[RuntimeProcess] = []
-        agents: list[DeviceAgents] = []
-        client = start_client(
-            "127.0.0.1", broker.port, "fleet-driver", _subscribe, observed.on_message
-        )
         try:
-            t0 = time.monotonic()
-            fleet = start_fleet(work, args.robots, broker.port, cloud)
-            started_s = time.monotonic() - t0
-            agents = [
-                DeviceAgents(broker.port, f"a2a/robot-{n:02d}", time_scale=0.01)
-                for n in range(args.robots)
-            ]
-            cpu0 = {r.workdir.name: proc_stat(_pid(r))[1] for r in fleet}
-            counted_from = observed.broker_snapshot()
-            turns = drive(client, observed, args.robots, args.seconds, cloud, rng)
-            counted_to = observed.broker_snapshot()
-            owed = settle(fleet, observed, 120)
-            stats = {r.workdir.name: proc_stat(_pid(r)) for r in fleet}
-            sync = httpx.get(f"{cloud}/_sim/sync").json()
-            alive = sum(1 for r in fleet if r.proc is not None and r.proc.poll() is None)
-            logged_errors = [
-                f"{r.workdir.name}: {line}"
-                for r in fleet
-                for line in r.log().splitlines()
-                if any(mark in line for mark in ('"level": "ERROR"', " ERROR ", "Traceback"))
-            ]
+            measure(run, work, broker, cloud, observed, random.Random(args.seed))
         finally:
-            for agent in agents:
-                agent.close()
-            for runtime in fleet:
-                runtime.close()
-            client.disconnect()
-            client.loop_stop()
             cloud_proc.terminate()
             cloud_proc.wait(10)
             broker.stop()
-    rss = [kb / 1024 for kb, _ in stats.values()]
-    cpu = [(c - cpu0[name]) / args.seconds * 100 for name, (_, c) in stats.items()]
+    report(run, observed)
+
+
+def report(run: Run, observed: Observed) -> None:
+    rss = run.rss_mb
+    cpu = [c / run.seconds * 100 for c in run.cpu_s.values()]
     print(
-        f"fleet: {args.robots} runtimes, one Mosquitto, one sim cloud, {args.seconds:.0f} s of "
+        f"fleet: {run.robots} runtimes, one Mosquitto, one sim cloud, {run.seconds:.0f} s of "
         f"mixed load (cloud down for the middle sixth)"
     )
-    print(f"  all READY after                 {started_s:8.1f} s")
+    print(f"  all READY after                 {run.started_s:8.1f} s  ({run.wave} at a time)")
     answered = sum(len(v) for v in observed.took_ms.values())
-    print(f"  turns sent / answered           {turns:8d} / {answered}")
+    print(f"  turns sent / answered           {run.turns:8d} / {answered}")
     for status, took in sorted(observed.took_ms.items()):
         print(
             f"  turn round trip, {status:<8} (ms)  p50 {pct(took, 0.5):6.1f}  "
@@ -252,12 +301,12 @@ def main() -> None:
     )
     print(
         f"  CPU per runtime (% of a core)   p50 {pct(cpu, 0.5):.2f}  max {max(cpu):.2f}  "
-        f"fleet {sum(cpu):.0f}"
+        f"fleet {sum(cpu):.0f}  (during the load)"
     )
-    span = counted_to[0] - counted_from[0]
+    (t_from, c_from), (t_to, c_to) = run.counted
 
     def rate(counter: str) -> float:
-        return (counted_to[1].get(counter, 0) - counted_from[1].get(counter, 0)) / span
+        return (c_to.get(counter, 0) - c_from.get(counter, 0)) / (t_to - t_from)
 
     print(
         f"  broker PUBLISH/s during load    in {rate('publish/messages/received'):.1f}  "
@@ -265,14 +314,28 @@ def main() -> None:
         f"{rate('messages/received'):.1f})"
     )
     print(
-        f"  sync writes applied by cloud    {sync['applied']} (duplicates acked, not applied: "
-        f"{sync['duplicates']}); still owed {owed}"
+        f"  sync writes applied by cloud    {run.sync['applied']} (duplicates acked, not "
+        f"applied: {run.sync['duplicates']}); still owed {run.owed}"
     )
-    print(f"  runtimes alive at the end       {alive} / {args.robots}")
+    errors = len(observed.runtime_errors) + len(run.logged_errors)
+    unanswered = run.turns - answered
+    print(f"  runtimes alive at the end       {run.alive} / {run.robots}")
     print(f"  refusals on runtime/error       {len(observed.runtime_errors)}")
-    print(f"  ERROR lines in runtime logs     {len(logged_errors)}")
-    for line in (observed.runtime_errors + logged_errors)[:10]:
+    print(f"  ERROR lines in runtime logs     {len(run.logged_errors)}")
+    for line in (observed.runtime_errors + run.logged_errors)[:10]:
         print(f"    {line[:160]}")
+    figures: dict[str, float | int] = {
+        "robots": run.robots,
+        "seconds": run.seconds,
+        "ready_s": round(run.started_s, 1),
+        "rss_mb_p50": round(pct(rss, 0.5), 1),
+        "cpu_pct_p50": round(pct(cpu, 0.5), 2),
+        "broker_publish_in_s": round(rate("publish/messages/received"), 1),
+        "broker_publish_out_s": round(rate("publish/messages/sent"), 1),
+        "errors": errors + unanswered + run.owed + (run.robots - run.alive),
+    }
+    for key, value in figures.items():
+        record("fleet", key, value)
 
 
 def _subscribe(client: paho.Client, _u: Any, _f: Any, reason: Any, _p: Any) -> None:
