@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.benchlib import pct, stop_all
+from bench.benchlib import pct, record, stop_all
 from sim.broker import Mosquitto
 from sim.cloud import SimCloud
 from sim.devices import Behavior, DeviceAgents
@@ -128,6 +128,8 @@ def run(runs: int, window: float, work: Path) -> None:
           f"  p99 {pct(to_cancels, 0.99):7.2f} ms  (n={len(to_cancels)})")  # fmt: skip
     print(f"  press -> safe_stop on the wire (silent) p50 {pct(to_stop, 0.5):7.2f} ms"
           f"  p99 {pct(to_stop, 0.99):7.2f} ms  (n={len(to_stop)}; two windows = {2000 * window:.0f} ms)")  # fmt: skip  # noqa: E501
+    record("cancel", "press_to_cancels_p99_ms", round(pct(to_cancels, 0.99), 2))
+    record("cancel", "press_to_safe_stop_p99_ms", round(pct(to_stop, 0.99), 2))
 
 
 class _Closer:

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Every benchmark table in one go (a few minutes on 2 cores). Run from anywhere after
-# `./bootstrap.sh test` (it makes .venv); installs the bench extra first. The fleet runs for one
-# minute here; `python -m bench.fleet` alone runs the full five.
+# Every benchmark table in one go (about a quarter of an hour on 2 cores), then ONE summary
+# table of issue 23's figures beside their goals and peers (bench/summary.py, from the JSON
+# each bench leaves in $BENCH_OUT). Run from anywhere after `./bootstrap.sh test` (it makes
+# .venv); installs the bench extra first. The fleet runs 100 runtimes for one minute here;
+# `python -m bench.fleet` alone runs 50 for the full five.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=.venv/bin/python
@@ -10,8 +12,13 @@ PY=.venv/bin/python
 # the runtime as a robot installs it (no dev or demo extras), for its footprint
 [ -x .venv-runtime/bin/python ] || python3 -m venv .venv-runtime
 .venv-runtime/bin/pip install -q --force-reinstall --no-deps . && .venv-runtime/bin/pip install -q .
+export BENCH_OUT="${BENCH_OUT:-$(mktemp -d -t a2a-bench.XXXXXX)}"
+mkdir -p "$BENCH_OUT" && rm -f "$BENCH_OUT"/*.json  # no figure of an earlier run in the table
+benches="snapshot replay runtime taskmanager cancel"
+[ -f bench/disk.py ] && benches="$benches disk"
+benches="$benches peers floor"
 started=$(date +%s)
-for bench in snapshot replay runtime taskmanager peers; do
+for bench in $benches; do
     echo "=== bench.$bench"
     if [ "$bench" = runtime ]; then
         "$PY" -m bench.runtime --python .venv-runtime/bin/python
@@ -20,7 +27,9 @@ for bench in snapshot replay runtime taskmanager peers; do
     fi
     echo
 done
-echo "=== bench.fleet (50 runtimes, 60 s; python -m bench.fleet for five minutes)"
-"$PY" -m bench.fleet --robots 50 --seconds 60
+echo "=== bench.fleet (100 runtimes, 60 s; python -m bench.fleet for 50 over five minutes)"
+"$PY" -m bench.fleet --robots 100 --seconds 60
 echo
-echo "all tables in $(( $(date +%s) - started )) s"
+echo "all tables in $(( $(date +%s) - started )) s; figures in $BENCH_OUT"
+echo
+"$PY" -m bench.summary --dir "$BENCH_OUT"

@@ -20,6 +20,7 @@ from bench.benchlib import (
     pct,
     proc_stat,
     quantile,
+    record,
     runtime_stack,
     scrape,
     stop_all,
@@ -125,6 +126,14 @@ def main() -> None:
     )
     print(f"  CPU while idle                  {100 * (cpu1 - cpu0) / 10:8.2f} % of a core")
     print(f"  DB growth per 1,000 turns       {growth * 1000 / (2 * args.turns):8.0f} kB")
+    device = "a2a_turn_device_seconds"
+    record("runtime", "cold_start_ms", round(ready_ms))
+    record("runtime", "device_p99_ms", round(quantile(paced_metrics, device, 0.99) * 1000, 2))
+    record(
+        "runtime", "loaded_device_p99_ms", round(quantile(loaded_metrics, device, 0.99) * 1000, 2)
+    )
+    record("runtime", "steady_rss_mb", round(rss / 1024, 1))
+    record("runtime", "rss_venv", "runtime-only" if args.python else "dev")
 
 
 if __name__ == "__main__":

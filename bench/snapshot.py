@@ -21,7 +21,7 @@ import sqlite_utils
 from a2a_common.clock import ManualClock, iso
 from a2a_common.jsonx import canonical
 from a2a_common.sqlite import open_state_db
-from bench.benchlib import pct
+from bench.benchlib import pct, record
 from cache.focus import focused
 from cache.memory import Memory, MemoryPolicy
 from cache.model import CacheView, DailySummary, PairView, ProfileView, SyncPosition
@@ -237,6 +237,8 @@ def main() -> None:
                 f"{name:<12}{len(values):>6}{pct(values, 0.5):>10.3f}{pct(values, 0.99):>10.3f}"
                 f"{statistics.fmean(values):>10.3f}"
             )
+            record("snapshot", f"{name}_p99_ms", round(pct(values, 0.99), 3))
+        record("snapshot", "ours_p99_ms", round(pct(ours, 0.99), 3))
         db.close()
 
 

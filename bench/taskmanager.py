@@ -25,7 +25,7 @@ from typing import Any
 
 import paho.mqtt.client as paho
 
-from bench.benchlib import instant_agents, pct, quantile, runtime_stack, scrape, stop_all
+from bench.benchlib import instant_agents, pct, quantile, record, runtime_stack, scrape, stop_all
 from sim.broker import free_port
 from sim.devices import DeviceAgents
 from sim.mqttc import start_client
@@ -204,6 +204,11 @@ def main() -> None:
     print(f"{args.workflows} two-step workflows in one burst")
     print(f"  completed workflows                          {burst_rate:8.1f} /s")
     line("step COMPLETED -> dependant command", burst)
+    record("taskmanager", "completed_to_command_p99_ms", round(pct(unloaded, 0.99), 2))
+    device_p99 = quantile(unloaded_metrics, "a2a_callback_device_seconds", 0.99) * 1000
+    record("taskmanager", "device_p99_ms", round(device_p99, 2))
+    record("taskmanager", "callbacks_s", round(rate, 1))
+    record("taskmanager", "burst_workflows_s", round(burst_rate, 1))
 
 
 if __name__ == "__main__":
