@@ -19,10 +19,12 @@ the floor), so drift on the machine falls on both:
   commands out; its CPU is divided by the 4 callbacks (the request rides along on both sides).
 
 CPU is utime+stime from /proc/PID/stat over each block (0.5 s of settling included), minus the
-process's own idle rate (measured before the load) times the block's length. Prints CPU-µs per
-turn and per callback and the ratios (goal: ours ≤ 3× the floor). Asserts nothing.
+process's own idle rate (measured before the load) times the block's length. Ours starts on an
+empty state dir (`--year`: on a year of history, as bench.runtime, so each turn's snapshot has
+a year to choose from; the floor has no snapshot either way). Prints CPU-µs per turn and per
+callback and the ratios (goal: ours ≤ 3× the floor). Asserts nothing.
 
-    .venv/bin/python -m bench.floor [--turns 600] [--workflows 300] [--rounds 3]
+    .venv/bin/python -m bench.floor [--turns 600] [--workflows 300] [--rounds 3] [--year]
 """
 
 from __future__ import annotations
@@ -37,8 +39,11 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
+from a2a_common.sqlite import open_state_db
 from bench.benchlib import instant_agents, proc_stat, record, runtime_stack, stop_all
+from bench.snapshot import fill
 from bench.taskmanager import OPERATIONS, two_step
+from edge.schema import MIGRATIONS
 from sim.probe import MqttProbe
 
 OURS = "a2a/robot-bench"
@@ -129,9 +134,16 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--gap-ms", type=float, default=10)
     parser.add_argument("--idle-s", type=float, default=5)
+    parser.add_argument(
+        "--year", action="store_true", help="ours on a year-old cache (bench.snapshot.fill)"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
+        if args.year:
+            db = open_state_db(work / "state" / "state.db", MIGRATIONS)
+            fill(db)
+            db.close()
         broker, cloud, runtime = runtime_stack(work)
         agents = [instant_agents(broker.port, root, *OPERATIONS) for root in (OURS, FLOOR)]
         topics = [f"{root}/{kind}" for root in (OURS, FLOOR)
@@ -139,7 +151,7 @@ def main() -> None:
         probe = MqttProbe(broker.port, topics)
         floor = None
         try:
-            runtime.start()
+            runtime.start(timeout_s=120)
             template = work / "turn.json"
             capture_template(probe, lambda: cloud.requests("/v1/a2a/turn"), template)
             floor = start_floor(work, broker.port, cloud.url, template)
