@@ -17,19 +17,24 @@ mkdir -p "$BENCH_OUT" && rm -f "$BENCH_OUT"/*.json  # no figure of an earlier ru
 benches="snapshot replay runtime taskmanager cancel"
 [ -f bench/disk.py ] && benches="$benches disk"
 benches="$benches peers floor"
+failed=""  # a bench that fails is named at the end; the others still run and are summarised
 started=$(date +%s)
 for bench in $benches; do
     echo "=== bench.$bench"
     if [ "$bench" = runtime ]; then
-        "$PY" -m bench.runtime --python .venv-runtime/bin/python
+        "$PY" -m bench.runtime --python .venv-runtime/bin/python || failed="$failed $bench"
     else
-        "$PY" -m "bench.$bench"
+        "$PY" -m "bench.$bench" || failed="$failed $bench"
     fi
     echo
 done
 echo "=== bench.fleet (100 runtimes, 60 s; python -m bench.fleet for 50 over five minutes)"
-"$PY" -m bench.fleet --robots 100 --seconds 60
+"$PY" -m bench.fleet --robots 100 --seconds 60 || failed="$failed fleet"
 echo
 echo "all tables in $(( $(date +%s) - started )) s; figures in $BENCH_OUT"
 echo
 "$PY" -m bench.summary --dir "$BENCH_OUT"
+if [ -n "$failed" ]; then
+    echo "failed:$failed" >&2
+    exit 1
+fi
