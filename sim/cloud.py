@@ -161,6 +161,9 @@ class _Server(ThreadingHTTPServer):
         log.debug("request from %s ended early", client_address, exc_info=True)
 
 
+POLL_S = 0.05  # how soon serve_forever sees a shutdown
+
+
 class SimCloud:
     """The planner in a background thread of this process (tests, demo)."""
 
@@ -178,7 +181,11 @@ class SimCloud:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> SimCloud:
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        # shutdown() waits for the loop's next poll: 0.05 s, not socketserver's 0.5 (paid at
+        # the end of every test that starts a cloud)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(POLL_S,), daemon=True
+        )
         self._thread.start()
         return self
 

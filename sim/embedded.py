@@ -32,12 +32,20 @@ def embedded_broker() -> Iterator[int]:
         "topic-check": {"enabled": False},
     }
     loop = asyncio.new_event_loop()
-    broker = Broker(config, loop=loop)
+    brokers: list[Broker] = []
     started = threading.Event()
+
+    async def start() -> None:
+        # made on its own loop: amqtt 0.12 binds its broadcast-shutdown future to the loop
+        # current where Broker() runs; made in this thread, that future never woke on the
+        # broker's loop, and every shutdown waited out amqtt's 5 s broadcast timeout
+        broker = Broker(config, loop=loop)
+        brokers.append(broker)
+        await broker.start()
 
     def serve() -> None:
         asyncio.set_event_loop(loop)
-        loop.run_until_complete(broker.start())
+        loop.run_until_complete(start())
         started.set()
         loop.run_forever()
 
@@ -48,6 +56,6 @@ def embedded_broker() -> Iterator[int]:
     try:
         yield port
     finally:
-        asyncio.run_coroutine_threadsafe(broker.shutdown(), loop).result(10)
+        asyncio.run_coroutine_threadsafe(brokers[0].shutdown(), loop).result(10)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(10)

@@ -26,6 +26,7 @@ from edge.sync_sink import MemorySyncSink
 from sync.outbox import SyncOutbox
 from sync.replay import Replayer
 from tests.cache.evasions import evaded_term
+from tests.examples import examples
 
 TERMS = {"health": "혈압", "vital": "맥박", "home_layout": "현관", "contact": "전화번호"}
 CATEGORIES = [*TERMS, "hobby", "device_pattern"]
@@ -164,7 +165,7 @@ def fill(memory: Memory, outbox: SyncOutbox, oracle: Oracle, data: dict[str, Any
                     oracle.marks[marker] |= oracle.marks[m]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     policy=st.fixed_dictionaries({c: entry for c in CATEGORIES}),
     consent=st.frozensets(st.sampled_from(CATEGORIES)),

@@ -22,6 +22,7 @@ from cache.model import CandidateIn
 from cache.snapshot import build_snapshot
 from cloud_client.models import MemorySnapshot
 from edge.schema import MIGRATIONS
+from tests.examples import examples
 
 ROOMS = ["안방", "거실", "서재"]
 step_s = st.one_of(
@@ -63,7 +64,7 @@ def _step(memory: Memory, n: int, action: str, value: str) -> None:
             assert fresh >= 2, "confirmed from one utterance"
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(steps=st.lists(step_s, max_size=30))
 def test_changing_minds_keeps_the_rules(steps: list[tuple[str, str, int]]) -> None:
     with tempfile.TemporaryDirectory() as tmp:
@@ -93,7 +94,7 @@ text_s = st.text(alphabet="거실안방노래등산골든 ab7시", max_size=12)
 item_s = st.tuples(st.sampled_from(["preferred_room", "favorite_song", "hobby", "k"]), text_s)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     items=st.lists(item_s, max_size=6),
     pairs=st.lists(text_s, max_size=6),

@@ -8,10 +8,25 @@ import re
 import subprocess
 import sys
 import unicodedata
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from tests.e2e.background import Background
+
 REPO = Path(__file__).resolve().parents[2]
+# each run plays ~22 s of scripted scenes, mostly waiting (~4 CPU-s): the module runs the ones
+# its selected tests need side by side, and each test waits for its own. In this order, each
+# started once the one before is READY: the JSON run's timings are checked (the README's
+# excerpt), so its start-up, the busy part, does not share the CPU with another start-up
+DEMOS = {
+    # the text run with the embedded broker; the JSON one with Mosquitto (the README's run)
+    "text_demo": ["--verbose", "--broker", "embedded"],
+    "json_demo": ["--json", "--broker", "mosquitto"],
+}
+READY = "runtime READY"  # the demo's first line once its runtime is up, in both forms
 
 
 def cells(text: str) -> int:
@@ -34,15 +49,45 @@ def shown(event: dict[str, Any]) -> str:
     return event["ko"] + (f"  · {event['en']}" if event["en"] else "")
 
 
-def test_demo_plays_every_scene_and_sums_up() -> None:
-    # with Mosquitto (the README's run); the text run below uses the embedded broker
-    broker = "mosquitto"
-    done = subprocess.run(
-        [sys.executable, "-m", "edge", "demo", "--json", "--broker", broker],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+@pytest.fixture(scope="module")
+def demo_runs(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Background]]:
+    """The demo runs this module's selected tests ask for, started one after the other."""
+    here = request.node.nodeid
+    wanted = {
+        name
+        for item in request.session.items
+        if item.nodeid.startswith(here)
+        for name in getattr(item, "fixturenames", ())
+        if name in DEMOS
+    }
+    demo = [sys.executable, "-m", "edge", "demo"]
+    runs: dict[str, Background] = {}
+    for name in (n for n in DEMOS if n in wanted):
+        if runs:  # the one before, up (or ended: its test says why)
+            list(runs.values())[-1].wait_output(READY, 30)
+        runs[name] = Background([*demo, *DEMOS[name]], tmp_path_factory.mktemp(name)).start()
+    yield runs
+    for run in runs.values():
+        run.stop()
+
+
+@pytest.fixture(scope="module")
+def json_demo(demo_runs: dict[str, Background]) -> subprocess.CompletedProcess[str]:
+    return demo_runs["json_demo"].done()
+
+
+@pytest.fixture(scope="module")
+def text_demo(demo_runs: dict[str, Background]) -> subprocess.CompletedProcess[str]:
+    return demo_runs["text_demo"].done()
+
+
+def test_demo_plays_every_scene_and_sums_up(
+    json_demo: subprocess.CompletedProcess[str],
+) -> None:
+    broker = DEMOS["json_demo"][-1]
+    done = json_demo
     assert done.returncode == 0, done.stderr[-3000:]
     events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     scenes = [e["en"] for e in events if e["kind"] == "scene"]
@@ -97,13 +142,10 @@ def test_demo_plays_every_scene_and_sums_up() -> None:
     assert granted["ok"] and granted["grants"][0]["scope"] == "capability:vital_app"
 
 
-def test_demo_text_timeline_is_readable_and_verbose_shows_the_runtime_log() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "edge", "demo", "--verbose", "--broker", "embedded"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+def test_demo_text_timeline_is_readable_and_verbose_shows_the_runtime_log(
+    text_demo: subprocess.CompletedProcess[str],
+) -> None:
+    done = text_demo
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout
     for line in (

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.e2e.background import Background
+
 REPO = Path(__file__).parents[2]
 PACKAGES = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
 INSTALL = REPO / "systemd" / "install.sh"
@@ -132,17 +134,20 @@ def test_install_sh_into_a_temporary_root_then_run_from_it(wheel: Path, tmp_path
     # the dependencies from this venv (offline); then run from elsewhere than the checkout
     (site_dir,) = (venv / "lib").glob("python3*/site-packages")
     (site_dir / "_test_deps.pth").write_text(site.getsitepackages()[0] + "\n")
-    where = run(
-        [venv / "bin/python", "-c", "import edge, taskmanager; print(edge.__file__)"], cwd=tmp_path
-    )
-    assert where.stdout.startswith(str(venv)), where
-    checked = run([sys.executable, "-m", "pip", "--python", venv / "bin/python", "check"])
-    assert checked.returncode == 0, checked.stdout  # every Requires-Dist of the wheel is met
-    helped = run([venv / "bin/a2a-edge", "--help"], cwd=tmp_path)
-    assert helped.returncode == 0 and "demo" in helped.stdout
-    if "--version" in helped.stdout:
-        version = run([venv / "bin/a2a-edge", "--version"], cwd=tmp_path)
-        assert version.returncode == 0 and "0.1.0" in version.stdout + version.stderr
-    demo = run([venv / "bin/a2a-edge", "demo", "--json"], cwd=tmp_path)
-    assert demo.returncode == 0, demo.stderr[-2000:]
-    assert '"WORKFLOW_COMPLETED"' in demo.stdout
+    with Background([venv / "bin/a2a-edge", "demo", "--json"], tmp_path, tmp_path) as demo:
+        # the demo (~22 s, mostly waiting) plays while the quick checks run
+        where = run(
+            [venv / "bin/python", "-c", "import edge, taskmanager; print(edge.__file__)"],
+            cwd=tmp_path,
+        )
+        assert where.stdout.startswith(str(venv)), where
+        checked = run([sys.executable, "-m", "pip", "--python", venv / "bin/python", "check"])
+        assert checked.returncode == 0, checked.stdout  # every Requires-Dist of the wheel is met
+        helped = run([venv / "bin/a2a-edge", "--help"], cwd=tmp_path)
+        assert helped.returncode == 0 and "demo" in helped.stdout
+        if "--version" in helped.stdout:
+            version = run([venv / "bin/a2a-edge", "--version"], cwd=tmp_path)
+            assert version.returncode == 0 and "0.1.0" in version.stdout + version.stderr
+        played = demo.done()
+    assert played.returncode == 0, played.stderr[-2000:]
+    assert '"WORKFLOW_COMPLETED"' in played.stdout

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from edge.routes import Route, Router
 from edge.topics import DeviceContextMsg, Refusal, Topics, TurnRequestMsg, parse
+from tests.examples import examples
 
 LIMIT = 65536
 
@@ -74,7 +75,7 @@ json_values = st.recursive(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.one_of(st.binary(max_size=256), json_values.map(lambda v: json.dumps(v).encode())))
 def test_any_payload_is_parsed_or_refused_never_raises(payload: bytes) -> None:
     result = parse(TurnRequestMsg, payload, LIMIT)

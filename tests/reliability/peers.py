@@ -11,6 +11,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Self
 
+from sim.cloud import POLL_S  # shutdown() waits one poll
+
 CHUNK = b" " * 65536  # JSON whitespace: the body is never finished, so never valid
 
 
@@ -45,7 +47,7 @@ class _Serving(ThreadingHTTPServer):
 
     def __init__(self, handler: type[BaseHTTPRequestHandler]) -> None:
         super().__init__(("127.0.0.1", 0), handler)
-        self._thread = threading.Thread(target=self.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self.serve_forever, args=(POLL_S,), daemon=True)
 
     @property
     def url(self) -> str:

@@ -14,6 +14,7 @@ export A2A_HUGE_BODY_MB=${A2A_HUGE_BODY_MB:-400}
 export A2A_METRICS_CLIENTS=${A2A_METRICS_CLIENTS:-1100}
 export A2A_METRICS_ATTACK_S=${A2A_METRICS_ATTACK_S:-30}
 export A2A_METRICS_NOFILE=${A2A_METRICS_NOFILE:-1024}
+export A2A_HYPOTHESIS_PROFILE=${A2A_HYPOTHESIS_PROFILE:-ci-deep}
 .venv/bin/pytest -q -s -p no:cacheprovider tests/reliability/test_torture.py >"$out/torture" 2>&1
 torture_rc=$?
 .venv/bin/pytest -q -p no:cacheprovider tests/reliability/test_broker_faults.py >"$out/broker" 2>&1

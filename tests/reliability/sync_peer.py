@@ -11,6 +11,8 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from sim.cloud import POLL_S  # shutdown() waits one poll
+
 # what the peer does with one request body: (status, headers, JSON body or None)
 Reply = tuple[int, dict[str, str], Any]
 Answer = Callable[[dict[str, Any]], Reply]
@@ -74,7 +76,9 @@ class SyncPeer:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(POLL_S,), daemon=True
+        )
         self._thread.start()
 
     @property

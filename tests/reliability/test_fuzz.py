@@ -1,6 +1,7 @@
 """Fuzzed MQTT input on every inbound topic, through the real process: no crash, no state
-change, every payload refused on P/runtime/error, memory bounded. CI runs 1,000 payloads; the
-full run (`A2A_FUZZ_PAYLOADS=100000`) is part of run_full.sh."""
+change, every payload refused on P/runtime/error, memory bounded. CI runs 333 payloads (1,000
+with `A2A_HYPOTHESIS_PROFILE=ci-deep`, tests/examples.py); the full run
+(`A2A_FUZZ_PAYLOADS=100000`) is part of run_full.sh."""
 
 from __future__ import annotations
 
@@ -12,9 +13,10 @@ from hypothesis import strategies as st
 
 from sim.probe import MqttProbe
 from tests.conftest import ROOT, RuntimeFactory, StateRows, eventually
+from tests.examples import examples
 from tests.reliability.payloads import INBOUND, hostile
 
-COUNT = int(os.environ.get("A2A_FUZZ_PAYLOADS", "1000"))
+COUNT = int(os.environ.get("A2A_FUZZ_PAYLOADS") or examples(1000))
 TABLES = (
     "pairs",
     "sessions",
