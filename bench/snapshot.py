@@ -19,12 +19,14 @@ from pathlib import Path
 import sqlite_utils
 
 from a2a_common.clock import ManualClock, iso
-from a2a_common.jsonx import canonical
+from a2a_common.jsonx import canonical, dumps
 from a2a_common.sqlite import open_state_db
 from bench.benchlib import pct
 from cache.focus import focused
+from cache.lexicon import shipped
 from cache.memory import Memory, MemoryPolicy
 from cache.model import CacheView, DailySummary, PairView, ProfileView, SyncPosition
+from cache.relabel import FINGERPRINT_KEY
 from cache.relevance import query
 from cache.snapshot import build_snapshot
 from edge.schema import MIGRATIONS
@@ -104,6 +106,24 @@ def fill(db: sqlite_utils.Database) -> None:
             ],
         )
         db.execute("UPDATE sync_position SET cursor = 'cur-9000', version = 'v9000'")
+        labelled(db)
+
+
+def labelled(db: sqlite_utils.Database) -> None:
+    """Keep the shipped lexicon's fingerprint, as a year-old DB has it (the runtime labelled
+    each text as it was written): the runtime does not label the whole year again at start.
+    The fill's texts carry no category of that lexicon, so the empty labels are its labels."""
+    texts = [r[0] for r in db.execute("SELECT DISTINCT summary FROM daily_summaries")]
+    texts += [r[0] for r in db.execute("SELECT DISTINCT digest FROM weekly_digests")]
+    texts += [r[0] for r in db.execute("SELECT summary FROM sessions")]
+    texts += [r[0] for r in db.execute("SELECT user_text || ' ' || assistant_text FROM pairs")]
+    texts += [r[0] + " " + r[1] for r in db.execute("SELECT key, value FROM profile_items")]
+    lexicon = shipped()
+    assert not lexicon.categories(*texts), "the fill's texts must carry no category"
+    db.execute(
+        "INSERT INTO device_state (key, value) VALUES (?, ?)",
+        [FINGERPRINT_KEY, dumps(lexicon.fingerprint())],
+    )
 
 
 def naive(db: sqlite_utils.Database, policy: MemoryPolicy) -> bytes:

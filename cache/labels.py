@@ -120,7 +120,8 @@ class Labels:
             " WHERE session_id = ?",
             [summary, jsonx.dumps(cats), self._flag(cats), session_id],
         )
-        self.relabel_dailies([session_id])
+        if cats != pairs:  # as in `relabel_session`: what derives from it carries the old ones
+            self.relabel_dailies([session_id])
         return True
 
     def relabel_session(self, session_id: str, added: list[str]) -> None:
