@@ -23,6 +23,7 @@ that read and not kept.
 from __future__ import annotations
 
 import itertools
+import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -54,21 +55,37 @@ Key = tuple[object, ...]
 
 class WriteCount:
     """Rows written to `TABLES` through one connection (temporary triggers: nothing is added to
-    the state file, and they see every statement, whichever code runs it)."""
+    the state file, and they see every statement, whichever code runs it). The triggers are
+    created outside any transaction (one rolled back would drop them with it); until they
+    are, `installed` is false and nothing is kept."""
 
     def __init__(self, db: sqlite_utils.Database) -> None:
         self.conn = db.conn
         self.rows = 0
-        name = f"a2a_lasting_{next(_names)}"
-        self.conn.create_function(name, 0, self._wrote)
-        for table in TABLES:
-            for op in ("INSERT", "UPDATE", "DELETE"):
-                when = _WHEN.get((table, op))
-                self.conn.execute(
-                    f"CREATE TEMP TRIGGER IF NOT EXISTS {name}_{table}_{op.lower()}"
-                    f" AFTER {op} ON main.{table}{f' WHEN {when}' if when else ''}"
-                    f" BEGIN SELECT {name}(); END"
-                )
+        self.installed = False
+        self._failed = False
+        self._name = f"a2a_lasting_{next(_names)}"
+        self.install()
+
+    def install(self) -> bool:
+        if self.installed or self._failed or self.conn.in_transaction:
+            return self.installed
+        name = self._name
+        try:
+            self.conn.create_function(name, 0, self._wrote)
+            for table in TABLES:
+                for op in ("INSERT", "UPDATE", "DELETE"):
+                    when = _WHEN.get((table, op))
+                    self.conn.execute(
+                        f"CREATE TEMP TRIGGER IF NOT EXISTS {name}_{table}_{op.lower()}"
+                        f" AFTER {op} ON main.{table}{f' WHEN {when}' if when else ''}"
+                        f" BEGIN SELECT {name}(); END"
+                    )
+        except sqlite3.Error:  # e.g. a DB without these tables: nothing is ever kept
+            self._failed = True
+            return False
+        self.installed = True
+        return True
 
     def _wrote(self) -> None:
         self.rows += 1
@@ -93,14 +110,15 @@ class LastingCache:
         `read()` again."""
         full = (*key, *self._state())
         kept = self._kept
-        if kept is not None:
+        if kept is not None and self._count.installed:
             kept_key, since, lasting = kept
             live = lasting.until is None or lasting.until > stamp
             if kept_key == full and since <= stamp and live:
                 return lasting
         lasting = read()
         # kept only when committed, and only if nothing was written while it was read
-        if not self._db.conn.in_transaction and (*key, *self._state()) == full:
+        quiet = not self._db.conn.in_transaction and (*key, *self._state()) == full
+        if quiet and self._count.install():
             self._kept = (full, stamp, lasting)
         else:
             self._kept = None

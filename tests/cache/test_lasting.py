@@ -301,3 +301,38 @@ def test_every_snapshot_is_the_one_a_fresh_read_builds(ops: list[tuple[str, int]
                 assert home.snapshots() == home.fresh(), op
         finally:
             home.db.close()
+
+
+def test_a_memory_made_inside_a_rolled_back_transaction_still_sees_every_write(
+    tmp_path: Path,
+) -> None:
+    home = Home(tmp_path / "state.db")
+    try:
+        with pytest.raises(RuntimeError), home.db.atomic():
+            home.memory = Memory(db=home.db, clock=home.clock, policy=MemoryPolicy())
+            raise RuntimeError("roll back")  # its triggers would have gone with it
+        home.confirm("bedtime")
+        assert home.items() == ["bedtime"]
+        with home.db.atomic():
+            home.ops.forget("profile_key", "bedtime")
+        assert home.items() == []
+        assert home.snapshots() == home.fresh()
+    finally:
+        home.db.close()
+
+
+def test_a_read_only_connection_builds_its_snapshot(home: Home) -> None:
+    from a2a_common.sqlite import open_readonly
+
+    home.confirm("bedtime")
+    reader = open_readonly(home.path, len(MIGRATIONS))
+    try:
+        memory = Memory(db=reader, clock=home.clock, policy=MemoryPolicy())
+        assert [i["key"] for i in memory.snapshot(None)["long_term"]["profile_items"]] == [
+            "bedtime"
+        ]
+        home.confirm("preferred_room")  # the writer's commit: data_version changes
+        keys = [i["key"] for i in memory.snapshot(None)["long_term"]["profile_items"]]
+        assert keys == ["bedtime", "preferred_room"]
+    finally:
+        reader.close()
