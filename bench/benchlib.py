@@ -78,15 +78,28 @@ def scrape(port: int) -> dict[str, float]:
     return samples
 
 
+def _labels(text: str) -> dict[str, str]:
+    """`a="1",b="2"` -> {"a": "1", "b": "2"} (our label values hold no quotes or commas)."""
+    pairs = (part.split("=", 1) for part in text.split(",") if part)
+    return {key: value.strip('"') for key, value in pairs}
+
+
 def quantile(samples: dict[str, float], name: str, q: float, labels: str = "") -> float:
     """`histogram_quantile(q, …)` of a histogram in `scrape()`'s samples, as Prometheus
-    computes it (linear within the bucket); `labels` e.g. `phase="cloud",`."""
-    head = f'{name}_bucket{{{labels}le="'
-    buckets = sorted(
-        (float(key[len(head) :].split('"', 1)[0]), count)
-        for key, count in samples.items()
-        if key.startswith(head)
-    )
+    computes it (linear within the bucket); `labels` e.g. `phase="cloud",` selects the series
+    (matched by name and value, in whatever order the exposition writes them: it puts `le`
+    first)."""
+    wanted = _labels(labels)
+    head = f"{name}_bucket{{"
+    buckets = []
+    for key, count in samples.items():
+        if not key.startswith(head):
+            continue
+        found = _labels(key[len(head) : -1])
+        le = found.pop("le", None)
+        if le is not None and found == wanted:
+            buckets.append((float(le), count))
+    buckets.sort()
     total = buckets[-1][1] if buckets else 0.0
     if not total:
         return 0.0

@@ -29,6 +29,7 @@ from bench.snapshot import fill
 from edge.schema import MIGRATIONS
 from sim.broker import free_port
 from sim.probe import MqttProbe
+from sim.processes import RuntimeProcess
 
 ROOT = "a2a/robot-bench"
 TEXTS = ("오늘 날씨 어때?", "안방으로 가서 청정해줘")
@@ -46,7 +47,13 @@ def turns(probe: MqttProbe, count: int, gap_s: float = 0.0, tag: str = "b") -> l
     return took
 
 
-def report(title: str, took: list[float], metrics: dict[str, float]) -> None:
+def cpu_s(runtime: RuntimeProcess) -> float:
+    """CPU seconds (user + system) the runtime process has used so far."""
+    assert runtime.proc is not None
+    return proc_stat(runtime.proc.pid)[1]
+
+
+def report(title: str, took: list[float], metrics: dict[str, float], cpu: float) -> None:
     device = "a2a_turn_device_seconds"
     count = metrics[f"{device}_count"]
     p50, p99 = (quantile(metrics, device, q) * 1000 for q in (0.5, 0.99))
@@ -58,6 +65,7 @@ def report(title: str, took: list[float], metrics: dict[str, float]) -> None:
         f"    on the device             p50 {p50:6.2f} ms  p99 {p99:6.2f} ms"
         f"  ({count:.0f} answered; all but the cloud's own time)"
     )
+    print(f"    runtime CPU               {cpu * 1000 / len(took):6.2f} ms a turn (user + system)")
     phase = "a2a_turn_phase_seconds"
     for name in (*PHASES, "cloud"):
         mean = metrics[f'{phase}_sum{{phase="{name}"}}'] / count * 1000
@@ -92,12 +100,16 @@ def main() -> None:
             ready_ms = (time.monotonic() - t0) * 1000
             time.sleep(0.5)
             size_before = (work / "state" / "state.db").stat().st_size
+            cpu0 = cpu_s(runtime)
             paced = turns(probe, args.turns, args.gap_ms / 1000, "p")
+            paced_cpu = cpu_s(runtime) - cpu0
             paced_metrics = scrape(metrics_port)
             runtime.terminate()  # a fresh process: its summaries hold the next pass only
             runtime.start()
             time.sleep(0.5)
+            cpu0 = cpu_s(runtime)
             loaded = turns(probe, args.turns, 0.0, "l")
+            loaded_cpu = cpu_s(runtime) - cpu0
             assert runtime.proc is not None
             time.sleep(2)
             loaded_metrics = scrape(metrics_port)
@@ -114,11 +126,13 @@ def main() -> None:
         f"{args.turns} turns, {args.gap_ms:g} ms after each answer (the turn's own work)",
         paced,
         paced_metrics,
+        paced_cpu,
     )
     report(
         f"{args.turns} turns back to back (replay and the last workflow's callbacks compete)",
         loaded,
         loaded_metrics,
+        loaded_cpu,
     )
     print(
         f"  steady RSS                      {rss / 1024:8.1f} MB"

@@ -76,8 +76,8 @@ class Labels:
         """Add categories to a pair (and the lexicon's, over its texts, when `texts`), set its
         expiry, and relabel what derives from it."""
         row = self._db.execute(
-            "SELECT categories, user_text, assistant_text, created_at, session_id, expire_at"
-            " FROM pairs WHERE pair_id = ?",
+            "SELECT categories, user_text, assistant_text, created_at, session_id, expire_at,"
+            " sensitive FROM pairs WHERE pair_id = ?",
             [pair_id],
         ).fetchone()
         if row is None:
@@ -88,7 +88,10 @@ class Labels:
         expire = self.privacy.expire_of(cats, parse_iso(row[3]))
         ends = [e for e in (iso(expire) if expire else None, row[5]) if e]
         params = [jsonx.dumps(cats), self._flag(cats), min(ends) if ends else None, pair_id]
-        if self.privacy.never_stored(cats):  # `store: never`: the words are not kept
+        never = self.privacy.never_stored(cats)
+        if not never and [row[0], row[6], row[5]] == params[:3]:
+            return  # already so (most turns): no write; unchanged, nothing derives anew
+        if never:  # `store: never`: the words are not kept
             self._db.execute(
                 "UPDATE pairs SET categories = ?, sensitive = ?, expire_at = ?, user_text = '',"
                 " assistant_text = '' WHERE pair_id = ?",
@@ -120,7 +123,8 @@ class Labels:
             " WHERE session_id = ?",
             [summary, jsonx.dumps(cats), self._flag(cats), session_id],
         )
-        self.relabel_dailies([session_id])
+        if cats != pairs:  # as in `relabel_session`: what derives from it carries the old ones
+            self.relabel_dailies([session_id])
         return True
 
     def relabel_session(self, session_id: str, added: list[str]) -> None:

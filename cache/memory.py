@@ -18,6 +18,7 @@ from a2a_common.writes import SyncWrite
 from cache.focus import FOCUS_DAILY, focused
 from cache.forget import Forgetter
 from cache.labels import Labels
+from cache.lasting import LastingCache
 from cache.model import CacheView, CandidateIn, PromotionPolicy, SessionRow, SyncPosition
 from cache.privacy import PrivacyPolicy
 from cache.profile import ProfileStore
@@ -74,6 +75,8 @@ class Memory:
         self.tiers = TierStore(db=db, clock=clock, profile=self.profile, labels=self.labels)
         self.forgetter = Forgetter(db=db, clock=clock, profile=self.profile)
         self.sweeper = Sweeper(db=db, retention_days=policy.retention_days, privacy=policy.privacy)
+        # what a snapshot reads that only writes and expiry change (cache/lasting.py)
+        self.lasting = LastingCache(db)
 
     def set_privacy(self, privacy: PrivacyPolicy) -> None:
         """A new policy (SIGHUP); it applies to what is written and read from now on."""
@@ -81,6 +84,7 @@ class Memory:
         self.labels.privacy = privacy
         self.profile.set_privacy(privacy)
         self.sweeper.set_privacy(privacy)
+        self.lasting.clear()  # its key holds the policy's blocked categories; cleared anyway
 
     def consented(self) -> frozenset[str]:
         """The categories consent is held for: the one seam every read of consent goes
@@ -178,6 +182,7 @@ class Memory:
             consented=self.consented(),
             privacy=self.policy.privacy,
             max_daily=max_daily,
+            lasting=self.lasting,
         )
 
     def snapshot(

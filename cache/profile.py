@@ -159,14 +159,17 @@ class ProfileStore:
         """The item's categories: its own, then the lexicon's over key and value (a health
         word in a value the cloud called `contact` still makes it health); they only grow."""
         row = self._db.execute(
-            "SELECT categories FROM profile_items WHERE item_id = ?", [item_id]
+            "SELECT categories, sensitive FROM profile_items WHERE item_id = ?", [item_id]
         ).fetchone()
         found = self._privacy.categorize(key, *value_texts(value))
         cats = merge(json.loads(row[0]) if row else [], [category], found)
+        text, flag = jsonx.dumps(cats), int(self._privacy.any_sensitive(cats))
+        if row is not None and row[0] == text and row[1] >= flag:
+            return cats  # already so: no write
         self._db.execute(
             "UPDATE profile_items SET categories = ?, sensitive = max(sensitive, ?)"
             " WHERE item_id = ?",
-            [jsonx.dumps(cats), int(self._privacy.any_sensitive(cats)), item_id],
+            [text, flag, item_id],
         )
         return cats
 

@@ -98,14 +98,24 @@ def query(utterance: str, device_context: Mapping[str, Any] | None = None) -> Qu
     return Query(text, text.lower(), grams(text), concepts_in(text, rooms), rooms)
 
 
+@dataclass(frozen=True)
+class Side:
+    """An item's own side of the match, worked out once per text (the same items are scored
+    turn after turn): its key lower-cased, its concepts, its bigrams."""
+
+    low_key: str
+    concepts: frozenset[str]
+    grams: frozenset[str]
+
+
 @lru_cache(maxsize=8192)
-def _side(key: str, value_text: str) -> tuple[frozenset[str], frozenset[str]]:
-    """An item's own side of the match (its concepts, its bigrams), worked out once per text:
-    the same items are scored turn after turn."""
+def _side(key: str, value_text: str) -> Side:
     low = key.lower()
     keyed = {n for n, (_said, keys) in CONCEPTS.items() if any(k in low for k in keys)}
-    return frozenset(keyed | concepts_in(value_text)), grams(
-        f"{key.replace('_', ' ')} {value_text}"
+    return Side(
+        low,
+        frozenset(keyed | concepts_in(value_text)),
+        grams(f"{key.replace('_', ' ')} {value_text}"),
     )
 
 
@@ -113,13 +123,54 @@ def score(q: Query, key: str, value_text: str) -> int:
     """How strongly the utterance names an item with this key and value text (0: not at all)."""
     if q.empty:
         return 0
-    named = bool(value_text) and value_text in q.text
-    named = named or (len(key) >= 2 and key.lower() in q.low)
-    concepts, item_grams = _side(key, value_text)
-    if "room" not in concepts and any(room in value_text for room in q.rooms):
+    return _scored(q, key, value_text, _side(key, value_text))
+
+
+def _scored(q: Query, key: str, value_text: str, side: Side) -> int:
+    named = (bool(value_text) and value_text in q.text) or (len(key) >= 2 and side.low_key in q.low)
+    concepts = side.concepts
+    if q.rooms and "room" not in concepts and any(room in value_text for room in q.rooms):
         concepts = concepts | {"room"}
-    shared = q.concepts & concepts
-    return NAMED * named + CONCEPT * len(shared) + GRAM * len(q.grams & item_grams)
+    shared = len(q.concepts & concepts) if q.concepts else 0
+    return NAMED * named + CONCEPT * shared + GRAM * len(q.grams & side.grams)
+
+
+class _Sides:
+    """The item side of a sequence of items or summaries (`key`, value text, `Side`), and the
+    items' order newest first: worked out once for the sequence a view holds, which is the
+    same object turn after turn while the view is kept (cache/lasting.py)."""
+
+    def __init__(self, entries: Sequence[Any], daily: bool) -> None:
+        self.entries = entries
+        self.keys = ["" if daily else e.key for e in entries]
+        self.texts = [e.summary if daily else _value_text(e.value) for e in entries]
+        self.sides = [_side(k, t) for k, t in zip(self.keys, self.texts, strict=True)]
+        self.newest = (
+            []
+            if daily
+            else sorted(range(len(entries)), key=lambda i: entries[i].updated, reverse=True)
+        )
+
+    def scores(self, q: Query) -> list[int]:
+        if q.empty:
+            return [0] * len(self.entries)
+        return [
+            _scored(q, k, t, side)
+            for k, t, side in zip(self.keys, self.texts, self.sides, strict=True)
+        ]
+
+
+_last: dict[bool, _Sides] = {}  # daily or not -> the sides of the last sequence scored
+
+
+def _sides_of(entries: Sequence[Any], daily: bool) -> _Sides:
+    """Kept for the last tuple scored (immutable: the same object holds the same entries)."""
+    if not isinstance(entries, tuple):
+        return _Sides(entries, daily)
+    kept = _last.get(daily)
+    if kept is None or kept.entries is not entries:
+        kept = _last[daily] = _Sides(entries, daily)
+    return kept
 
 
 def rotate(unmatched: Sequence[Any], standing: int, turn_minute: int) -> list[Any]:
@@ -142,10 +193,10 @@ def _value_text(value: Any) -> str:
     return "" if value is None else str(value)
 
 
-def _ranked(items: Sequence[Any], scores: Sequence[int]) -> list[int]:
-    """Indices by score, then relevance, confidence, recency (newest first); stable over the
-    view's own order (relevance, key, id) for what ties on all of them."""
-    newest = sorted(range(len(items)), key=lambda i: items[i].updated, reverse=True)
+def _ranked(items: Sequence[Any], scores: Sequence[int], newest: list[int]) -> list[int]:
+    """Indices by score, then relevance, confidence, recency (`newest`: the indices newest
+    first); stable over the view's own order (relevance, key, id) for what ties on all of
+    them."""
     return sorted(
         newest,
         key=lambda i: (-scores[i], -items[i].relevance, -(items[i].confidence or 0.0)),
@@ -154,8 +205,9 @@ def _ranked(items: Sequence[Any], scores: Sequence[int]) -> list[int]:
 
 def focus_items(items: Sequence[Any], q: Query, standing: int, turn_minute: int) -> list[Any]:
     """Profile items for this turn: the matched ones ranked, then standing context in turns."""
-    scores = [score(q, it.key, _value_text(it.value)) for it in items]
-    ranked = _ranked(items, scores)
+    sides = _sides_of(items, daily=False)
+    scores = sides.scores(q)
+    ranked = _ranked(items, scores, sides.newest)
     matched = [items[i] for i in ranked if scores[i] > 0]
     unmatched = [items[i] for i in ranked if scores[i] == 0]
     return matched + rotate(unmatched, standing, turn_minute)
@@ -164,6 +216,8 @@ def focus_items(items: Sequence[Any], q: Query, standing: int, turn_minute: int)
 def focus_daily(daily: Sequence[Any], q: Query, limit: int) -> list[Any]:
     """Daily summaries for this turn: those the utterance names first (by score, newest first
     among equals), then the newest, up to `limit`; `daily` comes newest first."""
-    scores = [score(q, "", d.summary) for d in daily]
+    scores = _sides_of(daily, daily=True).scores(q)
+    if not any(scores):
+        return list(daily[:limit])
     order = sorted(range(len(daily)), key=lambda i: (-scores[i], i))
     return [daily[i] for i in order[:limit]]

@@ -13,6 +13,8 @@ re-serialized whole while building.
 
 from __future__ import annotations
 
+import re
+from functools import lru_cache
 from typing import Any
 
 from a2a_common.jsonx import canonical
@@ -28,9 +30,38 @@ def size_of(snapshot: Snapshot) -> int:
     return len(canonical(snapshot))
 
 
+# what canonical JSON escapes in a string (`ensure_ascii=False`): quote, backslash, controls
+_ESCAPED = re.compile(r'["\\\x00-\x1f]')
+
+
 def _text_len(text: str) -> int:
-    """Bytes a string adds inside canonical JSON (escaped, without its quotes)."""
+    """Bytes a string adds inside canonical JSON (escaped, without its quotes): its UTF-8
+    bytes when nothing in it is escaped (nearly always), else measured."""
+    if _ESCAPED.search(text) is None:
+        return len(text.encode("utf-8"))
     return len(canonical(text)) - 2
+
+
+Scalar = str | int | bool | None
+
+
+@lru_cache(maxsize=4096)
+def _scalar_item_cost(
+    key: str, value: Scalar, category: str | None, confidence: float | None, _kinds: object
+) -> int:
+    return len(canonical(_profile_json(ProfileView(key, value, category, confidence))))
+
+
+def _item_cost(item: ProfileView) -> int:
+    """Canonical bytes of an item's entry. The same items go out turn after turn: those whose
+    value is a string, an integer, a boolean or null are measured once. Equal keys must be the
+    same JSON: the value's type is part of the key (1 and True are equal, and 1 is not
+    `true`), and so is the confidence as Python writes it (-0.0 equals 0.0)."""
+    value, confidence = item.value, item.confidence
+    if value is None or isinstance(value, str | int | bool):
+        kinds = (type(value), repr(confidence))
+        return _scalar_item_cost(item.key, value, item.category, confidence, kinds)
+    return len(canonical(_profile_json(item)))
 
 
 def _cut(text: str, room: int) -> str:
@@ -126,9 +157,8 @@ def build_snapshot(view: CacheView, budget: int, recent_pairs: int = 6) -> Snaps
     short["session_summary"] = room.text(view.session_summary)
     items: list[dict[str, Any]] = snapshot["long_term"]["profile_items"]
     for item in view.profile_items:
-        entry = _profile_json(item)
-        if room.take(len(canonical(entry)) + (1 if items else 0)):
-            items.append(entry)
+        if room.take(_item_cost(item) + (1 if items else 0)):
+            items.append(_profile_json(item))
     mid["weekly_digest"] = room.text(view.weekly_digest)
     for daily in view.daily_summaries[:MAX_DAILY]:
         entry = {"day": daily.day, "summary": ""}

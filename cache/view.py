@@ -12,12 +12,15 @@ categories (`cache.labels`), so it is left out too.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 import sqlite_utils
 
 from a2a_common.clock import iso
+from cache.lasting import Lasting, LastingCache
 from cache.model import CacheView, DailySummary, PairView, ProfileView, SyncPosition
 from cache.privacy import PrivacyPolicy
 from cache.snapshot import MAX_DAILY
@@ -67,12 +70,59 @@ def _items(
     item_shown += "" if allowed else " AND sensitive = 0"
     rows: list[tuple[Any, ...]] = db.execute(
         "SELECT key, value, category, confidence, relevance_score,"
-        " coalesce(confirmed_at, updated_at) FROM profile_items"
+        " coalesce(confirmed_at, updated_at), expire_at FROM profile_items"
         f" WHERE status = 'confirmed' AND contested_by IS NULL AND {_LIVE} AND {item_shown}"
         f" AND {shown} ORDER BY relevance_score DESC, key, item_id LIMIT ?",
         [stamp, *blocked, *allowed, *params, limit],
     ).fetchall()
     return rows
+
+
+@dataclass(frozen=True)
+class Shown:
+    """What the policy and consent leave in a snapshot: the categories whose texts stay out,
+    and those consent is held for (both sorted, lower-cased)."""
+
+    blocked: tuple[str, ...]
+    allowed: tuple[str, ...]
+
+    @staticmethod
+    def of(policy: PrivacyPolicy, consented: frozenset[str]) -> Shown:
+        held = frozenset(c.strip().lower() for c in consented)
+        return Shown(tuple(policy.blocked(held)), tuple(sorted(held)))
+
+    def texts(self, cats: str = "categories", flag: str = "sensitive") -> tuple[str, list[str]]:
+        return shown_texts(cats, flag, list(self.blocked), list(self.allowed))
+
+
+def read_lasting(
+    db: sqlite_utils.Database, *, stamp: str, shown: Shown, max_profile_items: int, max_daily: int
+) -> Lasting:
+    """The daily summaries, the digest and the profile items a snapshot may use at `stamp`,
+    with the first expiry among them (`cache.lasting`)."""
+    texts = shown.texts()
+    sql, params = texts
+    daily = db.execute(
+        f"SELECT day, summary, expire_at FROM daily_summaries WHERE {_LIVE} AND {sql}"
+        " ORDER BY day DESC LIMIT ?",
+        [stamp, *params, max_daily],
+    ).fetchall()
+    digest = db.execute(
+        f"SELECT digest, expire_at FROM weekly_digests WHERE {_LIVE} AND {sql}"
+        " ORDER BY week DESC LIMIT 1",
+        [stamp, *params],
+    ).fetchone()
+    blocked, allowed = list(shown.blocked), list(shown.allowed)
+    items = _items(db, stamp, blocked, allowed, texts, max_profile_items)
+    ends = [r[-1] for r in (*daily, *items, *([digest] if digest else [])) if r[-1]]
+    return Lasting(
+        daily_summaries=tuple(DailySummary(d, s) for d, s, _ in daily),
+        weekly_digest=digest[0] if digest else "",
+        profile_items=tuple(
+            ProfileView(k, json.loads(v), c, conf, rel, up) for k, v, c, conf, rel, up, _ in items
+        ),
+        until=min(ends) if ends else None,
+    )
 
 
 def read_view(
@@ -85,43 +135,45 @@ def read_view(
     privacy: PrivacyPolicy | None = None,
     max_profile_items: int = 64,
     max_daily: int = MAX_DAILY,
+    lasting: LastingCache | None = None,
 ) -> CacheView:
-    policy = privacy or PrivacyPolicy()
+    """The view of one turn at `now`; its lasting part from `lasting` when given (kept between
+    turns while nothing it was read from changed), else read here."""
     stamp = iso(now)
-    held = frozenset(c.strip().lower() for c in consented)
-    blocked, allowed = policy.blocked(held), sorted(held)
-    shown, params = shown_texts("categories", "sensitive", blocked, allowed)
+    shown = Shown.of(privacy or PrivacyPolicy(), consented)
+    sql, params = shown.texts()
     pairs = db.execute(
         "SELECT user_text, assistant_text, route_family FROM pairs"
-        f" WHERE status != 'pending' AND {_LIVE} AND {shown}"
+        f" WHERE status != 'pending' AND {_LIVE} AND {sql}"
         " ORDER BY created_at DESC, pair_id DESC LIMIT ?",
         [stamp, *params, recent_pairs],
     ).fetchall()
     summary = None
     if session_id is not None:
-        s_shown, s_params = shown_texts("summary_categories", "summary_sensitive", blocked, allowed)
+        s_sql, s_params = shown.texts("summary_categories", "summary_sensitive")
         summary = db.execute(
-            f"SELECT summary FROM sessions WHERE session_id = ? AND {s_shown}",
+            f"SELECT summary FROM sessions WHERE session_id = ? AND {s_sql}",
             [session_id, *s_params],
         ).fetchone()
-    daily = db.execute(
-        f"SELECT day, summary FROM daily_summaries WHERE {_LIVE} AND {shown}"
-        " ORDER BY day DESC LIMIT ?",
-        [stamp, *params, max_daily],
-    ).fetchall()
-    digest = db.execute(
-        f"SELECT digest FROM weekly_digests WHERE {_LIVE} AND {shown} ORDER BY week DESC LIMIT 1",
-        [stamp, *params],
-    ).fetchone()
-    items = _items(db, stamp, blocked, allowed, (shown, params), max_profile_items)
+    read = partial(
+        read_lasting,
+        db,
+        stamp=stamp,
+        shown=shown,
+        max_profile_items=max_profile_items,
+        max_daily=max_daily,
+    )
+    kept = (
+        read()
+        if lasting is None
+        else lasting.get((shown, max_profile_items, max_daily), stamp, read)
+    )
     sync = db.execute("SELECT cursor, version FROM sync_position WHERE id = 1").fetchone()
     return CacheView(
         recent_pairs=tuple(PairView(u, a, r) for u, a, r in reversed(pairs)),
         session_summary=summary[0] if summary else "",
-        daily_summaries=tuple(DailySummary(d, s) for d, s in daily),
-        weekly_digest=digest[0] if digest else "",
-        profile_items=tuple(
-            ProfileView(k, json.loads(v), c, conf, rel, up) for k, v, c, conf, rel, up in items
-        ),
+        daily_summaries=kept.daily_summaries,
+        weekly_digest=kept.weekly_digest,
+        profile_items=kept.profile_items,
         sync=SyncPosition(*sync) if sync else SyncPosition(),
     )

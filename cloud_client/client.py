@@ -124,8 +124,12 @@ class CloudClient:
         """POST with retries on transient failures, all within `deadline_s`. With `watch`,
         the time on the wire (request out to answer read, waits between retries included) is
         its `cloud` lap and the time before it `encode`."""
-        watch = watch or Stopwatch()
         content = jsonx.dumps(body).encode("utf-8")
+        return await self._post(path, content, deadline_s, max_attempts, watch or Stopwatch())
+
+    async def _post(
+        self, path: str, content: bytes, deadline_s: float, max_attempts: int, watch: Stopwatch
+    ) -> tuple[int, Any]:
         watch.lap("encode")
         try:
             async with asyncio.timeout(deadline_s):
@@ -155,13 +159,10 @@ class CloudClient:
     ) -> TurnResponse:
         """The planner's answer, validated; `watch` gets `encode`, `cloud` and `decode` laps."""
         watch = watch or Stopwatch()
-        status, body = await self.post_json(
-            TURN_PATH,
-            request.model_dump(mode="json"),
-            deadline_s=deadline_s,
-            max_attempts=max_attempts,
-            watch=watch,
-        )
+        # pydantic writes the JSON itself (UTF-8 as is, no spaces: what jsonx.dumps writes)
+        # without first copying the request, its 4 KB snapshot included, into new dicts
+        content = request.model_dump_json().encode("utf-8")
+        status, body = await self._post(TURN_PATH, content, deadline_s, max_attempts, watch)
         if status != 200 or not isinstance(body, dict):
             raise CloudBadResponse(f"turn answered HTTP {status} without a response object")
         try:

@@ -8,8 +8,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cache.lexicon import Forms, LexiconError, lexicon, load_lexicon_file, parse_lexicon, shipped
-from tests.cache.evasions import CF, evaded_term, full_width, terms_of
+from cache.lexicon import (
+    JOSA,
+    Forms,
+    LexiconError,
+    lexicon,
+    load_lexicon_file,
+    parse_lexicon,
+    shipped,
+)
+from tests.cache.evasions import CF, SEPARATORS, evaded_term, full_width, terms_of
 
 
 @pytest.mark.parametrize(
@@ -166,6 +174,37 @@ def test_a_word_term_inside_a_longer_word_stays_unmatched(data: st.DataObject) -
     at = data.draw(st.integers(0, len(text)))
     text = text[:at] + data.draw(st.sampled_from(CF)) + text[at:]
     assert not term.found_in(Forms.of(f"오늘 {text} 얘기")), repr(text)
+
+
+def _one_term_at_a_time(*texts: str) -> list[str]:
+    """`Term.found_in`, the reference rule, over every term and every text."""
+    forms = [Forms.of(t) for t in texts if t]
+    terms = shipped().terms
+    return sorted(n for n, ts in terms.items() if any(t.found_in(f) for t in ts for f in forms))
+
+
+_PIECES = [t.text for ts in shipped().terms.values() for t in ts] + [
+    *JOSA,
+    *SEPARATORS,
+    *CF,
+    "약",
+    "속",
+    "간",
+    "고",
+    "금",
+    "pill",
+    "ow",
+    "Ｐ",
+    "7",
+]
+
+
+@settings(max_examples=500, deadline=None)
+@given(texts=st.lists(st.lists(st.sampled_from(_PIECES), max_size=6).map("".join), max_size=3))
+def test_the_compiled_lexicon_finds_what_each_term_finds(texts: list[str]) -> None:
+    """All terms at once (one regular expression per category and form, the texts joined)
+    find exactly what the terms find one at a time, one text at a time."""
+    assert shipped().categories(*texts) == _one_term_at_a_time(*texts)
 
 
 def test_a_full_width_cloud_category_is_the_plain_one() -> None:

@@ -113,3 +113,27 @@ def test_unknown_fields_are_kept() -> None:
     cloud, _ = client(extra)
     response = run(cloud.turn(request(), deadline_s=2))
     assert response.model_extra == {"planner_trace": {"took_ms": 12}}
+
+
+def test_the_turn_body_is_the_json_the_device_has_always_written() -> None:
+    """pydantic writes the request (not json.dumps of a dumped copy): the same bytes, UTF-8
+    as is, no spaces, the snapshot's order kept."""
+    from a2a_common import jsonx
+
+    snapshot = {
+        "source": "ondevice_cache",
+        "short_term": {"recent_pairs": [{"user": '거실 "청정"\n', "assistant": "네"}]},
+        "long_term": {"profile_items": [{"key": "k", "value": [1, True, None, 0.5]}]},
+        "sync": {"cursor": "c", "version": "v1"},
+    }
+    sent = request().model_copy(
+        update={
+            "voice_context": request().voice_context.model_copy(
+                update={"memory_snapshot": snapshot}
+            ),
+            "device_context": {"current_room": "안방", "battery": 0.81, "rooms": ["거실"]},
+        }
+    )
+    cloud, seen = client(ok)
+    run(cloud.turn(sent, deadline_s=2))
+    assert seen[0].content == jsonx.dumps(sent.model_dump(mode="json")).encode("utf-8")
