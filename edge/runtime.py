@@ -418,6 +418,8 @@ class Runtime:
 
     def _reap(self) -> None:
         self._reap_scheduled = False
+        if self._stop.is_set():  # app.close reaps, maybe before this timer: the DB is closed
+            return
         self._app.reap()
 
     def _on_disconnected(self, reason: str) -> None:
