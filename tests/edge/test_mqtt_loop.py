@@ -39,9 +39,10 @@ class Seen:
             raise RuntimeError("a hand-off bug")
 
 
-def channel_for(port: int, host: str = "127.0.0.1", **values: Any) -> MqttChannel:
-    base: dict[str, Any] = {"reconnect_min_s": 0.2, "reconnect_max_s": 0.5, "keepalive_s": 5}
-    settings = MqttSettings(host=host, port=port, **{**base, **values})
+def channel_for(port: int, keepalive_s: int = 5) -> MqttChannel:
+    base = MqttSettings(port=port, reconnect_min_s=0.2, reconnect_max_s=0.5)
+    # keepalive below the config's floor of 5 s: a dead broker found in 2-3 s, not 10
+    settings = base.model_copy(update={"keepalive_s": keepalive_s})
     return MqttChannel(settings=settings, client_id="loop-test", connect_timeout_s=0.5)
 
 
@@ -159,9 +160,8 @@ def test_reconnects_after_broker_restarts_keeping_or_renewing_the_session(
             await asyncio.to_thread(broker.start)  # no session: the channel subscribes again
             await until(lambda: seen.connects == [False, True, False], 15)
             await asyncio.to_thread(probe.wait_connected, 2, 15)
-            await until(lambda: len(seen.drops) >= 2)
-            await asyncio.sleep(0.1)  # the SUBACK: nothing to wait on from outside
-            await send(probe, b"renewed")
+            # retained: delivered whether it comes before the new SUBSCRIBE or after it
+            await asyncio.to_thread(probe.publish, IN, b"renewed", retain=True)
             await until(lambda: got(seen, b"renewed"))
         finally:
             probe.close()
@@ -192,12 +192,12 @@ def test_keepalive_drops_a_broker_that_stopped_answering(broker: Mosquitto) -> N
         await until(lambda: seen.connects)
         os.kill(pid, signal.SIGSTOP)
         try:
-            await until(lambda: seen.drops, 20)  # keepalive 5 s: a PINGREQ, then no answer
+            await until(lambda: seen.drops, 10)  # keepalive 1 s: a PINGREQ, then no answer
         finally:
             os.kill(pid, signal.SIGCONT)
-        await until(lambda: len(seen.connects) == 2, 20)
+        await until(lambda: len(seen.connects) == 2, 10)
 
-    run(channel_for(broker.port), body, seen)
+    run(channel_for(broker.port, keepalive_s=1), body, seen)
     assert seen.connects[1] is True
 
 
@@ -227,10 +227,10 @@ def test_the_last_will_tells_a_lost_connection_not_a_stop(broker: Mosquitto) -> 
         await until(lambda: len(seen.connects) == 2)
 
     try:
-        run(channel_for(broker.port), body, seen)
-        wills = len(probe.messages(WILL))
-        time.sleep(0.3)  # a will published after a clean stop would be here by now
-        assert len(probe.messages(WILL)) == wills == 1
+        run(channel_for(broker.port), body, seen)  # ends with stop(): a DISCONNECT
+        probe.publish(WILL, {"marker": 1})  # after it: a will from the stop would come first
+        probe.wait_for(WILL, lambda b: b == {"marker": 1})
+        assert probe.messages(WILL) == [{"will": 1}, {"marker": 1}]
     finally:
         probe.close()
 
