@@ -129,6 +129,7 @@ class MqttChannel:
         self._waiters: dict[int, asyncio.Future[bool]] = {}  # publish_and_wait's, by mid
         self._driver: LoopDriver | None = None
         self._task: asyncio.Task[None] | None = None
+        self._opening: asyncio.Future[Any] | None = None  # the first socket, begun by start()
         self._v5 = settings.protocol == "5"
         client = LoopClient(
             callback_api_version=CallbackAPIVersion.VERSION2,
@@ -217,6 +218,8 @@ class MqttChannel:
             properties=props,
         )
         self._driver = LoopDriver(loop, self._client)
+        # the first TCP connect starts now, beside the rest of the start-up, as loop_start's did
+        self._opening = open_in_thread(loop, self._client)
         self._task = loop.create_task(self._keep_connected(), name="mqtt-connection")
 
     async def _keep_connected(self) -> None:
@@ -239,8 +242,9 @@ class MqttChannel:
         """One attempt; returns once its connection is gone, telling whether it was accepted."""
         assert self._loop is not None and self._driver is not None
         client, driver = self._client, self._driver
+        opening, self._opening = self._opening, None
         try:
-            client.prepared = await open_in_thread(self._loop, client)
+            client.prepared = await (opening or open_in_thread(self._loop, client))
         except Exception as exc:  # refused, unreachable, timed out, TLS refused, DNS
             self._tell(self._handlers.disconnected, f"connect failed: {exc}")
             return False
@@ -329,6 +333,8 @@ class MqttChannel:
         the runtime said `offline` itself). Bounded: nothing here waits on the network; a
         DISCONNECT the socket cannot take is dropped with the socket (the will then tells)."""
         self._stopping = True
+        if self._opening is not None:
+            self._opening.cancel()  # its socket, when it comes, is closed
         if self._task is not None:
             self._task.cancel()
         driver = self._driver
