@@ -1,10 +1,13 @@
-"""The paho-mqtt 2.x adapter: a persistent-session client whose callbacks only hand off.
+"""The paho-mqtt 2.x adapter: a persistent-session client driven by the asyncio loop.
 
-paho's network thread runs the callbacks; each one does nothing but hand over to the asyncio
-loop. Inbound messages go to a deque the channel owns, with one wake-up scheduled per burst;
-the loop takes them as batches (`async for batch in channel.batches(max=100)`), in the manner of
-aiomqtt's message queue. Connection events are scheduled on the loop (`call_soon_threadsafe`).
-`suppress_exceptions=True` keeps a bug in a hand-off from silently killing the network thread.
+No paho network thread: edge/mqtt_loop.py registers paho's socket with the loop, so paho's
+callbacks run on the loop thread, and stay tiny. Inbound messages go to a deque the channel
+owns and wake the loop once per burst; the loop takes them as batches (`async for batch in
+channel.batches(max=100)`), in the manner of aiomqtt's message queue. Connection events are
+scheduled on the loop (`call_soon`: after paho's callback returned, an exception logged by the
+loop). `suppress_exceptions=True` keeps a bug in a callback from breaking paho's read.
+The channel owns what `loop_start` did: connecting (the socket made in a thread), reconnecting
+with backoff between `reconnect_min_s` and `reconnect_max_s`, keepalive (`loop_misc`).
 Inbound QoS 1 messages are acknowledged by the loop (`manual_ack`) only after their transaction
 committed, so an unapplied message is redelivered by the broker instead of lost.
 """
@@ -16,7 +19,6 @@ import contextlib
 import logging
 import socket
 import ssl
-import sys
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -29,6 +31,7 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
 from edge.config import MqttSettings
+from edge.mqtt_loop import LoopClient, LoopDriver, open_in_thread
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +65,7 @@ class Inbound:
     mid: int
     generation: int
     retained: bool
-    received_at: float = field(default_factory=time.perf_counter)  # paho thread, on arrival
+    received_at: float = field(default_factory=time.perf_counter)  # on arrival
     held: bool = False  # the DB could not take it; already refused once as storage_unavailable
     expiry_s: float | None = None  # MQTT 5 message-expiry interval left when it arrived
 
@@ -107,6 +110,7 @@ class MqttChannel:
         settings: MqttSettings,
         client_id: str,
         password: str | None = None,
+        connect_timeout_s: float = 5.0,  # TCP connect, then TLS handshake (paho's default)
     ) -> None:
         self._settings = settings
         self._subscriptions: list[str] = []
@@ -116,12 +120,18 @@ class MqttChannel:
             disconnected=lambda _why: None,
             published=lambda _mid: None,
         )
-        self._inbound: deque[Inbound] = deque()  # paho's thread appends, the loop pops
+        self._inbound: deque[Inbound] = deque()
         self._arrived: asyncio.Event | None = None
-        self._wake_scheduled = False
         self._generation = 0
+        self._accepted = False  # the current connection got a successful CONNACK
+        self._in_callback = False  # a handler runs inside paho's callback: no direct write
+        self._stopping = False
+        self._waiters: dict[int, asyncio.Future[bool]] = {}  # publish_and_wait's, by mid
+        self._driver: LoopDriver | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._opening: asyncio.Future[Any] | None = None  # the first socket, begun by start()
         self._v5 = settings.protocol == "5"
-        client = paho.Client(
+        client = LoopClient(
             callback_api_version=CallbackAPIVersion.VERSION2,
             client_id=client_id,
             clean_session=None if self._v5 else False,
@@ -129,65 +139,69 @@ class MqttChannel:
             manual_ack=True,
         )
         client.suppress_exceptions = True
-        client.reconnect_delay_set(
-            min_delay=max(1, int(settings.reconnect_min_s)),
-            max_delay=max(1, int(settings.reconnect_max_s)),
-        )
+        client.connect_timeout = connect_timeout_s
         client.max_inflight_messages_set(100)
         secure(client, settings, password)
         client.on_connect = self._on_connect
         client.on_disconnect = self._on_disconnect
-        client.on_connect_fail = self._on_connect_fail
         client.on_message = self._on_message
         client.on_publish = self._on_publish
         self._client = client
 
-    # --- paho thread: hand-off only -------------------------------------------------------
-    def _hand_off(self, fn: Callable[..., None], *args: Any) -> None:
-        if self._loop is None:
-            return
-        with contextlib.suppress(RuntimeError):  # the loop closed while shutting down
-            self._loop.call_soon_threadsafe(fn, *args)
+    # --- paho's callbacks (on the loop thread, inside paho's read): tiny ---------------------
+    def _tell(self, fn: Callable[..., None], *args: Any) -> None:
+        if self._loop is not None:
+            self._loop.call_soon(fn, *args)
 
     def _on_connect(self, client: paho.Client, _u: Any, flags: Any, reason: Any, _p: Any) -> None:
         if reason.is_failure:
-            self._hand_off(self._handlers.disconnected, f"connect refused: {reason}")
+            self._tell(self._handlers.disconnected, f"connect refused: {reason}")
             return
         self._generation += 1
-        if not flags.session_present:
+        self._accepted = True
+        if not flags.session_present and self._subscriptions:
             client.subscribe([(topic, 1) for topic in self._subscriptions])
-        self._hand_off(self._handlers.connected, bool(flags.session_present))
-
-    def _on_connect_fail(self, _c: paho.Client, _u: Any) -> None:
-        """paho calls this inside its `except OSError`: the exception says why (TLS, refused)."""
-        exc = sys.exc_info()[1]
-        self._hand_off(self._handlers.disconnected, f"connect failed: {exc}")
+        self._tell(self._handlers.connected, bool(flags.session_present))
 
     def _on_disconnect(self, _c: paho.Client, _u: Any, _f: Any, reason: Any, _p: Any) -> None:
-        self._hand_off(self._handlers.disconnected, str(reason))
+        self._tell(self._handlers.disconnected, str(reason))
 
     def _on_message(self, _c: paho.Client, _u: Any, msg: paho.MQTTMessage) -> None:
-        item = Inbound(
-            topic=msg.topic,
-            payload=bytes(msg.payload),
-            qos=msg.qos,
-            mid=msg.mid,
-            generation=self._generation,
-            retained=bool(msg.retain),
-            expiry_s=getattr(getattr(msg, "properties", None), "MessageExpiryInterval", None),
+        if self._driver is not None:
+            self._driver.packets += 1
+        self._inbound.append(
+            Inbound(
+                topic=msg.topic,
+                payload=bytes(msg.payload),
+                qos=msg.qos,
+                mid=msg.mid,
+                generation=self._generation,
+                retained=bool(msg.retain),
+                expiry_s=getattr(getattr(msg, "properties", None), "MessageExpiryInterval", None),
+            )
         )
-        self._inbound.append(item)  # a deque is thread-safe
-        if not self._wake_scheduled and self._arrived is not None:
-            self._wake_scheduled = True  # one wake-up per burst; a batch at work takes the rest
-            self._hand_off(self._arrived.set)
+        if self._arrived is not None:
+            self._arrived.set()  # one wake-up per burst: a batch at work takes the rest
 
-    def _on_publish(self, _c: paho.Client, _u: Any, mid: int, _rc: Any, _p: Any) -> None:
-        self._hand_off(self._handlers.published, mid)
+    def _on_publish(self, _c: paho.Client, _u: Any, mid: int, reason: Any, _p: Any) -> None:
+        if self._driver is not None:
+            self._driver.packets += 1
+        waiter = self._waiters.pop(mid, None)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(not reason.is_failure)
+        self._in_callback = True
+        try:
+            self._handlers.published(mid)
+        except Exception:  # paho's suppress_exceptions would swallow it unlogged
+            log.exception("PUBACK hand-off failed for mid %d", mid)
+        finally:
+            self._in_callback = False
 
-    # --- loop thread ----------------------------------------------------------------------
+    # --- connection: what loop_start did -----------------------------------------------------
     def start(self, *, subscriptions: list[str], will: LastWill, handlers: ChannelHandlers) -> None:
-        """Connect in the background; paho retries with backoff until the broker answers."""
-        self._loop = asyncio.get_running_loop()
+        """Connect in the background; retried with backoff until the broker answers."""
+        loop = asyncio.get_running_loop()
+        self._loop = loop
         self._arrived = asyncio.Event()
         self._subscriptions = subscriptions
         self._handlers = handlers
@@ -196,14 +210,64 @@ class MqttChannel:
         if self._v5:
             props = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
             props.SessionExpiryInterval = self._settings.session_expiry_s
-        self._client.connect_async(
+        self._client.connect_async(  # records where and how; connects nothing yet
             self._settings.host,
             self._settings.port,
             keepalive=self._settings.keepalive_s,
             clean_start=False if self._v5 else paho.MQTT_CLEAN_START_FIRST_ONLY,
             properties=props,
         )
-        self._client.loop_start()
+        self._driver = LoopDriver(loop, self._client)
+        # the first TCP connect starts now, beside the rest of the start-up, as loop_start's did
+        self._opening = open_in_thread(loop, self._client)
+        self._task = loop.create_task(self._keep_connected(), name="mqtt-connection")
+
+    async def _keep_connected(self) -> None:
+        """Connect; after a failed attempt or a lost connection, again after a wait that starts
+        at reconnect_min_s and doubles up to reconnect_max_s (back to the minimum once a broker
+        accepted us)."""
+        low, high = self._settings.reconnect_min_s, self._settings.reconnect_max_s
+        delay = low
+        while not self._stopping:
+            try:
+                accepted = await self._connect_once()
+            except Exception:  # a bug here must not end reconnecting
+                log.exception("MQTT connect attempt failed")
+                accepted = False
+            delay = low if accepted else delay
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, high)
+
+    async def _connect_once(self) -> bool:
+        """One attempt; returns once its connection is gone, telling whether it was accepted."""
+        assert self._loop is not None and self._driver is not None
+        client, driver = self._client, self._driver
+        opening, self._opening = self._opening, None
+        try:
+            client.prepared = await (opening or open_in_thread(self._loop, client))
+        except Exception as exc:  # refused, unreachable, timed out, TLS refused, DNS
+            self._tell(self._handlers.disconnected, f"connect failed: {exc}")
+            return False
+        self._accepted = False
+        try:
+            with driver.writing_now():
+                client.reconnect()  # on the loop: on_socket_open registers it; CONNECT sent
+        except Exception as exc:
+            if client.prepared is not None:
+                client.prepared.close()
+                client.prepared = None
+            self._tell(self._handlers.disconnected, f"connect failed: {exc}")
+        await driver.closed.wait()
+        return self._accepted
+
+    # --- loop thread ----------------------------------------------------------------------
+    def _send(
+        self, topic: str, payload: bytes, qos: int, retain: bool, props: Properties | None
+    ) -> paho.MQTTMessageInfo:
+        if self._driver is None or self._in_callback:  # written on the loop's next turn
+            return self._client.publish(topic, payload, qos=qos, retain=retain, properties=props)
+        with self._driver.writing_now():
+            return self._client.publish(topic, payload, qos=qos, retain=retain, properties=props)
 
     def publish(
         self,
@@ -214,14 +278,15 @@ class MqttChannel:
         retain: bool = False,
         expiry_s: int | None = None,
     ) -> int:
-        """Queue a publish; returns its mid (PUBACK arrives via `published`). `expiry_s`: the
-        MQTT 5 message expiry interval (a broker drops the message once it has passed; on
-        3.1.1 there is none and the receiver checks the payload's `deadline`)."""
+        """Send a publish (now, when connected); returns its mid (PUBACK arrives via
+        `published`). `expiry_s`: the MQTT 5 message expiry interval (a broker drops the
+        message once it has passed; on 3.1.1 there is none and the receiver checks the
+        payload's `deadline`)."""
         props: Properties | None = None
         if self._v5 and expiry_s is not None:
             props = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
             props.MessageExpiryInterval = expiry_s
-        info = self._client.publish(topic, payload, qos=qos, retain=retain, properties=props)
+        info = self._send(topic, payload, qos, retain, props)
         if info.rc not in (MQTTErrorCode.MQTT_ERR_SUCCESS, MQTTErrorCode.MQTT_ERR_NO_CONN):
             log.warning("publish on %s not queued: %s", topic, paho.error_string(info.rc))
         return int(info.mid)
@@ -233,7 +298,6 @@ class MqttChannel:
         while True:
             await self._arrived.wait()
             self._arrived.clear()
-            self._wake_scheduled = False
             while self._inbound:
                 yield Batch(self._inbound, limit)
                 await asyncio.sleep(0)
@@ -241,19 +305,41 @@ class MqttChannel:
     async def publish_and_wait(
         self, topic: str, payload: bytes, *, retain: bool = False, timeout_s: float = 1.0
     ) -> bool:
-        """Publish QoS 1 and wait (off the loop) up to `timeout_s` for its PUBACK."""
-        info = self._client.publish(topic, payload, qos=1, retain=retain)
-        try:
-            await asyncio.to_thread(info.wait_for_publish, timeout_s)
-        except (RuntimeError, ValueError):
+        """Publish QoS 1 and wait up to `timeout_s` for its PUBACK (on_publish settles it)."""
+        info = self._send(topic, payload, 1, retain, None)
+        if info.rc not in (MQTTErrorCode.MQTT_ERR_SUCCESS, MQTTErrorCode.MQTT_ERR_NO_CONN):
             return False
-        return info.is_published()
+        waiter: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._waiters[info.mid] = waiter
+        try:
+            return await asyncio.wait_for(waiter, timeout_s)
+        except TimeoutError:
+            return False
+        finally:
+            if self._waiters.get(info.mid) is waiter:
+                del self._waiters[info.mid]
 
     def ack(self, message: Inbound) -> None:
         """PUBACK an inbound message, unless it came on an earlier connection."""
         if message.qos > 0 and message.generation == self._generation:
-            self._client.ack(message.mid, message.qos)
+            if self._driver is None or self._in_callback:
+                self._client.ack(message.mid, message.qos)
+                return
+            with self._driver.writing_now():
+                self._client.ack(message.mid, message.qos)
 
     def stop(self) -> None:
-        self._client.disconnect()
-        self._client.loop_stop()
+        """Stop reconnecting and disconnect cleanly (DISCONNECT: the broker drops the last will;
+        the runtime said `offline` itself). Bounded: nothing here waits on the network; a
+        DISCONNECT the socket cannot take is dropped with the socket (the will then tells)."""
+        self._stopping = True
+        if self._opening is not None:
+            self._opening.cancel()  # its socket, when it comes, is closed
+        if self._task is not None:
+            self._task.cancel()
+        driver = self._driver
+        if driver is None or self._client.socket() is None:
+            return
+        with driver.writing_now():
+            self._client.disconnect()
+        driver.drop()  # nothing left to drop once the DISCONNECT went out: paho closed it

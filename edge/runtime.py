@@ -10,7 +10,6 @@ housekeeping (retention, prune) and a bounded shutdown. What an input means is t
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import logging
 import os
@@ -285,8 +284,7 @@ class Runtime:
             )
             while self._app.outbox.in_flight() and left(1.5) > 0.02:
                 await asyncio.sleep(0.02)  # let PUBACKs of owed messages arrive
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(asyncio.to_thread(self._channel.stop), left(2.0) or 0.01)
+        self._channel.stop()  # on the loop, bounded: it never waits on the network
         gc.callbacks.remove(self._gc_timer)
         await self._app.close(timeout_s=max(left(2.0), 0.5))
         log.info("stopped")
@@ -420,6 +418,8 @@ class Runtime:
 
     def _reap(self) -> None:
         self._reap_scheduled = False
+        if self._stop.is_set():  # app.close reaps, maybe before this timer: the DB is closed
+            return
         self._app.reap()
 
     def _on_disconnected(self, reason: str) -> None:

@@ -197,7 +197,7 @@ class Arrival:
     """What the executor knows of an inbound message besides its body."""
 
     topic: str
-    received_at: float  # perf_counter on paho's thread, when the message arrived
+    received_at: float  # perf_counter when paho read the message
     expires_at: float | None = None  # perf_counter instant of the sender's MQTT 5 expiry
 
 
