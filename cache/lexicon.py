@@ -28,7 +28,7 @@ import tomllib
 import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -56,6 +56,8 @@ def fold(text: str) -> str:
     their plain letters), case-folded, format characters (Unicode Cf: zero-width space and
     joiner, soft hyphen, BOM, bidi marks) dropped."""
     folded = unicodedata.normalize("NFKC", text).casefold()
+    if folded.isprintable():  # no Cf among them (Cf is not printable): nothing to drop
+        return unicodedata.normalize("NFC", folded)
     kept = "".join(c for c in folded if unicodedata.category(c) != "Cf")
     return unicodedata.normalize("NFC", kept)
 
@@ -102,7 +104,10 @@ class Forms:
 
     @staticmethod
     def of(text: str) -> Forms:
-        tokens = _TOKEN.findall(fold(text))
+        return Forms.of_tokens(_TOKEN.findall(fold(text)))
+
+    @staticmethod
+    def of_tokens(tokens: list[str]) -> Forms:
         return Forms(" ".join(tokens), _glue(tokens, False), _glue(tokens, True), "".join(tokens))
 
 
@@ -141,12 +146,40 @@ class Term:
         - a shorter one is found in the glued form: a space next to a one-letter token does not
           separate ("혈 압 재줘", "혈 압약"), one between two longer words does ("지금 고기" has
           no 금고)."""
+        kind, key = self.where
+        if kind == "word":
+            return _word_in(key, forms.spaced) or _word_in(key, forms.letters)
+        return key in (forms.compact if kind == "compact" else forms.glued)
+
+    @cached_property
+    def where(self) -> tuple[str, str]:
+        """(`word`, `compact` or `glued`: the form it is looked for in, the key looked for),
+        worked out once per term (not once per term and text: a relabel of a year's pairs
+        spent most of its time here)."""
         if self.match == "word":
-            return _word_in(self.text, forms.spaced) or _word_in(self.text, forms.letters)
+            return "word", self.text
         key = self.text.replace(" ", "")
         if " " in self.text or _weight(key) >= COMPACT_WEIGHT:
-            return key in forms.compact
-        return key in forms.glued
+            return "compact", key
+        return "glued", key
+
+
+@dataclass(frozen=True)
+class _Keys:
+    """A category's terms by the form they are looked for in."""
+
+    name: str
+    compact: tuple[str, ...]
+    glued: tuple[str, ...]
+    words: tuple[str, ...]
+
+    def found_in(self, forms: Forms) -> bool:
+        """Any of the category's terms in `forms` (each as `Term.found_in` says)."""
+        return (
+            any(key in forms.compact for key in self.compact)
+            or any(key in forms.glued for key in self.glued)
+            or any(_word_in(w, forms.spaced) or _word_in(w, forms.letters) for w in self.words)
+        )
 
 
 @dataclass(frozen=True)
@@ -155,14 +188,34 @@ class Lexicon:
 
     def categories(self, *texts: str) -> list[str]:
         """The categories whose terms occur in any of `texts`, sorted by name."""
-        forms = [Forms.of(t) for t in texts if t]
+        # Most texts hold no term: one search of the compact form rules them out. Every form
+        # is the same tokens with fewer or more spaces between them, so wherever a term is
+        # found, its key without spaces is in the compact form; the exact test follows.
+        forms = []
+        for text in texts:
+            tokens = _TOKEN.findall(fold(text)) if text else []
+            if tokens and self._any_key.search("".join(tokens)):
+                forms.append(Forms.of_tokens(tokens))
         if not forms:
             return []
-        return sorted(
-            name
-            for name, terms in self.terms.items()
-            if any(term.found_in(f) for term in terms for f in forms)
-        )
+        return [keys.name for keys in self._keys if any(keys.found_in(f) for f in forms)]
+
+    @cached_property
+    def _any_key(self) -> re.Pattern[str]:
+        keys = {t.where[1].replace(" ", "") for terms in self.terms.values() for t in terms}
+        return re.compile("|".join(map(re.escape, sorted(keys))) or "(?!)")
+
+    @cached_property
+    def _keys(self) -> tuple[_Keys, ...]:
+        """Per category (sorted by name), its terms' keys by form."""
+        out = []
+        for name in sorted(self.terms):
+            split: dict[str, list[str]] = {"compact": [], "glued": [], "word": []}
+            for term in self.terms[name]:
+                kind, key = term.where
+                split[kind].append(key)
+            out.append(_Keys(name, *(tuple(split[k]) for k in ("compact", "glued", "word"))))
+        return tuple(out)
 
     def fingerprint(self) -> str:
         """A digest of the effective terms (and of how they are matched): when it changes,
