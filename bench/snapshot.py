@@ -16,9 +16,8 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import sqlite_utils
-
 from a2a_common.clock import ManualClock, iso
+from a2a_common.db import Database
 from a2a_common.jsonx import canonical
 from a2a_common.sqlite import open_state_db
 from bench.benchlib import pct
@@ -34,7 +33,7 @@ NOW = START + timedelta(days=365)
 PAIRS, DAYS, WEEKS, ITEMS = 20_000, 365, 52, 500
 
 
-def fill(db: sqlite_utils.Database) -> None:
+def fill(db: Database) -> None:
     step = timedelta(days=365) / PAIRS
     with db.atomic():
         db.execute(
@@ -106,7 +105,7 @@ def fill(db: sqlite_utils.Database) -> None:
         db.execute("UPDATE sync_position SET cursor = 'cur-9000', version = 'v9000'")
 
 
-def naive(db: sqlite_utils.Database, policy: MemoryPolicy) -> bytes:
+def naive(db: Database, policy: MemoryPolicy) -> bytes:
     """Load everything, filter and sort in Python, then trim with the same builder."""
     stamp = iso(NOW)
     pairs = [

@@ -15,9 +15,8 @@ import json
 from datetime import datetime
 from typing import Any
 
-import sqlite_utils
-
 from a2a_common.clock import iso
+from a2a_common.db import Database
 from cache.model import CacheView, DailySummary, PairView, ProfileView, SyncPosition
 from cache.privacy import PrivacyPolicy
 from cache.snapshot import MAX_DAILY
@@ -52,7 +51,7 @@ def shown_texts(
 
 
 def _items(
-    db: sqlite_utils.Database,
+    db: Database,
     stamp: str,
     blocked: list[str],
     allowed: list[str],
@@ -76,7 +75,7 @@ def _items(
 
 
 def read_view(
-    db: sqlite_utils.Database,
+    db: Database,
     *,
     session_id: str | None,
     now: datetime,
