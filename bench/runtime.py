@@ -25,9 +25,11 @@ from bench.benchlib import (
     stop_all,
 )
 from bench.snapshot import fill
+from cache.relabel import FINGERPRINT_KEY
 from edge.schema import MIGRATIONS
 from sim.broker import free_port
 from sim.probe import MqttProbe
+from sim.processes import RuntimeProcess
 
 ROOT = "a2a/robot-bench"
 TEXTS = ("오늘 날씨 어때?", "안방으로 가서 청정해줘")
@@ -43,6 +45,13 @@ def turns(probe: MqttProbe, count: int, gap_s: float = 0.0, tag: str = "b") -> l
         took.append((time.perf_counter() - start) * 1000)
         time.sleep(gap_s)
     return took
+
+
+def timed_start(runtime: RuntimeProcess) -> float:
+    """Start it; ms to READY=1, the process start included."""
+    t0 = time.monotonic()
+    runtime.start(timeout_s=60)
+    return (time.monotonic() - t0) * 1000
 
 
 def report(title: str, took: list[float], metrics: dict[str, float]) -> None:
@@ -72,23 +81,31 @@ def main() -> None:
     parser.add_argument(
         "--python",
         default=None,
-        help="run the runtime with this interpreter (a venv with `pip install .` only: the dev"
-        " venv's extras make httpx import its CLI, rich and pygments, 5 MB more)",
+        help="run the runtime with this interpreter, as its venv installed the package (a venv"
+        " with `pip install .` only, as on a robot: its byte code compiled; bench/run_all.sh"
+        " installs the tree's code first); without it, this venv runs this tree",
     )
+    parser.add_argument("--starts", type=int, default=5, help="cold starts measured")
     args = parser.parse_args()
     metrics_port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         db = open_state_db(work / "state" / "state.db", MIGRATIONS)
         fill(db)  # a year of history: 20,000 pairs, 365 days, 52 weeks, 500 profile items
+        # the first start is the one after an upgrade that changed the lexicon: every
+        # stored text is labelled again before READY (cache/relabel.py); the next ones start
+        # on the DB as it is every other day
+        db.execute("UPDATE device_state SET value = '\"before\"' WHERE key = ?", [FINGERPRINT_KEY])
         db.close()
         broker, cloud, runtime = runtime_stack(work, metrics_port, args.python)
         probe = MqttProbe(broker.port, [f"{ROOT}/turn/response"], root=ROOT)
         agents = instant_agents(broker.port, ROOT, "mobility.move_to_room", "air_purifier.start")
         try:
-            t0 = time.monotonic()
-            runtime.start()
-            ready_ms = (time.monotonic() - t0) * 1000
+            upgrade = timed_start(runtime)
+            starts = []
+            for _ in range(max(1, args.starts)):
+                runtime.terminate()
+                starts.append(timed_start(runtime))
             time.sleep(0.5)
             size_before = (work / "state" / "state.db").stat().st_size
             paced = turns(probe, args.turns, args.gap_ms / 1000, "p")
@@ -107,7 +124,15 @@ def main() -> None:
         finally:
             stop_all(agents, probe, runtime, cloud, broker)
     print("runtime on a year-old cache (sim cloud answering at once, loopback Mosquitto)")
-    print(f"  cold start to READY=1           {ready_ms:8.0f} ms (process start included)")
+    starts.sort()
+    print(
+        f"  cold start to READY=1           {starts[len(starts) // 2]:8.0f} ms"
+        f"  (median of {len(starts)}, min {starts[0]:.0f}; process start included)"
+    )
+    print(
+        f"    first start after an upgrade  {upgrade:8.0f} ms  (the lexicon changed: every"
+        " stored text is labelled again before READY)"
+    )
     print("  turns: half chit-chat, half starting a two-step workflow that instant agents run")
     report(
         f"{args.turns} turns, {args.gap_ms:g} ms after each answer (the turn's own work)",
@@ -121,7 +146,7 @@ def main() -> None:
     )
     print(
         f"  steady RSS                      {rss / 1024:8.1f} MB"
-        f"  ({'runtime-only venv' if args.python else 'dev venv: +5 MB of httpx CLI imports'})"
+        f"  ({'runtime-only venv' if args.python else 'dev venv'})"
     )
     print(f"  CPU while idle                  {100 * (cpu1 - cpu0) / 10:8.2f} % of a core")
     print(f"  DB growth per 1,000 turns       {growth * 1000 / (2 * args.turns):8.0f} kB")

@@ -22,8 +22,10 @@ from a2a_common.jsonx import canonical
 from a2a_common.sqlite import open_state_db
 from bench.benchlib import pct
 from cache.focus import focused
+from cache.lexicon import shipped
 from cache.memory import Memory, MemoryPolicy
 from cache.model import CacheView, DailySummary, PairView, ProfileView, SyncPosition
+from cache.relabel import FINGERPRINT_KEY
 from cache.relevance import query
 from cache.snapshot import build_snapshot
 from edge.schema import MIGRATIONS
@@ -103,6 +105,12 @@ def fill(db: Database) -> None:
             ],
         )
         db.execute("UPDATE sync_position SET cursor = 'cur-9000', version = 'v9000'")
+        # as the runtime leaves a DB whose texts it labelled (no term of the lexicon is in
+        # these): with the lexicon's fingerprint, or its next start labels every text again
+        db.execute(
+            "INSERT INTO device_state (key, value) VALUES (?, ?)",
+            [FINGERPRINT_KEY, json.dumps(shipped().fingerprint())],
+        )
 
 
 def naive(db: Database, policy: MemoryPolicy) -> bytes:
