@@ -155,7 +155,9 @@ class Runtime:
         gc.collect()
         gc.freeze()
         gc.callbacks.append(self._gc_timer)
-        loop.call_soon(app.cloud.prepare)  # its TLS context: after READY, before a turn needs it
+        # after READY, before a turn needs them: the cloud client's TLS context, the lexicon's
+        loop.call_soon(app.cloud.prepare)
+        loop.call_soon(app.memory.policy.privacy.lexicon.prepare)
         if self._settings.metrics.enabled:
             metrics = self._app.metrics
             metrics.read_at_scrape(

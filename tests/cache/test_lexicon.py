@@ -168,6 +168,27 @@ def test_a_word_term_inside_a_longer_word_stays_unmatched(data: st.DataObject) -
     assert not term.found_in(Forms.of(f"오늘 {text} 얘기")), repr(text)
 
 
+def plainly(texts: list[str]) -> list[str]:
+    """`categories` without its shortcuts: every term of every category on every text's forms."""
+    forms = [Forms.of(t) for t in texts if t]
+    terms = shipped().terms
+    return sorted(n for n in terms if any(t.found_in(f) for t in terms[n] for f in forms))
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_the_one_search_that_rules_texts_out_never_hides_a_term(data: st.DataObject) -> None:
+    """`Lexicon.categories` skips a text whose compact form holds no key: it finds exactly
+    what testing every term on every form finds, evasions, near misses and noise alike."""
+    category = data.draw(st.sampled_from(sorted(shipped().terms)))
+    noise = st.text(st.sampled_from([*"가나다 약속간-. pilowPIL", *CF]), max_size=12)
+    texts = [
+        data.draw(st.one_of(evaded_term(category), noise)) + data.draw(noise)
+        for _ in range(data.draw(st.integers(1, 3)))
+    ]
+    assert shipped().categories(*texts) == plainly(texts), texts
+
+
 def test_a_full_width_cloud_category_is_the_plain_one() -> None:
     from cache.labels import merge
     from cache.privacy import PrivacyPolicy, category_name
