@@ -1,10 +1,12 @@
-"""The runtime as its users feel it, on a year-old cache: cold start to READY, turn round trip
-through Mosquitto with the sim cloud answering at once, the device's own share of each turn
-(everything but the time on the wire to the cloud, by phase, from the runtime's /metrics),
+"""The runtime as its users feel it, on a year-old cache: cold start to READY (and the first
+start after an upgrade that changed the lexicon, which labels every stored text again), turn
+round trip through Mosquitto with the sim cloud answering at once, the device's own share of
+each turn (everything but the time on the wire to the cloud, by phase, from the runtime's
+/metrics),
 steady RSS, CPU while idle, DB growth per 1,000 turns. Half the turns start a two-step
 workflow that instant device agents run. Prints figures; asserts nothing.
 
-    .venv/bin/python -m bench.runtime [--turns 1000]
+    .venv/bin/python -m bench.runtime [--turns 1000] [--starts 5] [--python VENV/bin/python]
 """
 
 from __future__ import annotations
