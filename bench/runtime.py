@@ -49,6 +49,29 @@ def turns(probe: MqttProbe, count: int, gap_s: float = 0.0, tag: str = "b") -> l
     return took
 
 
+def year_old_db(path: Path) -> None:
+    """A year of history (20,000 pairs, 365 days, 52 weeks, 500 profile items) whose lexicon
+    fingerprint is stale: the first start is the one after an upgrade that changed the
+    lexicon, every stored text labelled again before READY (cache/relabel.py); the next ones
+    start on the DB as it is every other day."""
+    db = open_state_db(path, MIGRATIONS)
+    fill(db)
+    db.execute("UPDATE device_state SET value = '\"before\"' WHERE key = ?", [FINGERPRINT_KEY])
+    db.close()
+
+
+def print_starts(starts: list[float], upgrade: float) -> None:
+    starts = sorted(starts)
+    print(
+        f"  cold start to READY=1           {starts[len(starts) // 2]:8.0f} ms"
+        f"  (median of {len(starts)}, min {starts[0]:.0f}; process start included)"
+    )
+    print(
+        f"    first start after an upgrade  {upgrade:8.0f} ms  (the lexicon changed: every"
+        " stored text is labelled again before READY)"
+    )
+
+
 def timed_start(runtime: RuntimeProcess) -> float:
     """Start it; ms to READY=1, the process start included."""
     t0 = time.monotonic()
@@ -92,13 +115,7 @@ def main() -> None:
     metrics_port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        db = open_state_db(work / "state" / "state.db", MIGRATIONS)
-        fill(db)  # a year of history: 20,000 pairs, 365 days, 52 weeks, 500 profile items
-        # the first start is the one after an upgrade that changed the lexicon: every
-        # stored text is labelled again before READY (cache/relabel.py); the next ones start
-        # on the DB as it is every other day
-        db.execute("UPDATE device_state SET value = '\"before\"' WHERE key = ?", [FINGERPRINT_KEY])
-        db.close()
+        year_old_db(work / "state" / "state.db")
         broker, cloud, runtime = runtime_stack(work, metrics_port, args.python)
         probe = MqttProbe(broker.port, [f"{ROOT}/turn/response"], root=ROOT)
         agents = instant_agents(broker.port, ROOT, "mobility.move_to_room", "air_purifier.start")
@@ -126,15 +143,7 @@ def main() -> None:
         finally:
             stop_all(agents, probe, runtime, cloud, broker)
     print("runtime on a year-old cache (sim cloud answering at once, loopback Mosquitto)")
-    starts.sort()
-    print(
-        f"  cold start to READY=1           {starts[len(starts) // 2]:8.0f} ms"
-        f"  (median of {len(starts)}, min {starts[0]:.0f}; process start included)"
-    )
-    print(
-        f"    first start after an upgrade  {upgrade:8.0f} ms  (the lexicon changed: every"
-        " stored text is labelled again before READY)"
-    )
+    print_starts(starts, upgrade)
     print("  turns: half chit-chat, half starting a two-step workflow that instant agents run")
     report(
         f"{args.turns} turns, {args.gap_ms:g} ms after each answer (the turn's own work)",
