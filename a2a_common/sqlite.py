@@ -25,8 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-import sqlite_utils
-
+from a2a_common.db import Database
 from a2a_common.errors import EdgeError
 
 Synchronous = Literal["OFF", "NORMAL", "FULL", "EXTRA"]
@@ -85,7 +84,7 @@ class SchemaTooNew(StorageError):
 @dataclass(frozen=True)
 class Migration:
     name: str
-    apply: Callable[[sqlite_utils.Database], None]
+    apply: Callable[[Database], None]
 
 
 CACHE_KB = 1024  # page cache of the writing connection: the working set is indexed and small
@@ -160,7 +159,7 @@ def open_state_db(
     busy_timeout_ms: int = 5000,
     max_size_kb: int = 0,
     before_migration: BeforeMigration | None = None,
-) -> sqlite_utils.Database:
+) -> Database:
     """Open (creating 0600 if needed), check and migrate the DB for the one writer.
     `before_migration` runs when an existing DB is about to be migrated (the backup)."""
     try:
@@ -174,7 +173,7 @@ def open_state_db(
         conn.execute("PRAGMA foreign_keys=ON")
         conn.execute("PRAGMA secure_delete=ON")
         conn.execute(f"PRAGMA cache_size=-{CACHE_KB}")
-        db = sqlite_utils.Database(conn, execute_plugins=False)
+        db = Database(conn)
         found = schema_version(db)
         if before_migration is not None and 0 < found < len(migrations):
             before_migration(conn, found)
@@ -187,7 +186,7 @@ def open_state_db(
     return db
 
 
-def open_readonly(path: Path, known: int, *, busy_timeout_ms: int = 5000) -> sqlite_utils.Database:
+def open_readonly(path: Path, known: int, *, busy_timeout_ms: int = 5000) -> Database:
     """Open for a CLI read while the service may be writing (WAL lets both proceed)."""
     check_files(path)
     if not path.exists():
@@ -201,10 +200,10 @@ def open_readonly(path: Path, known: int, *, busy_timeout_ms: int = 5000) -> sql
         raise StorageError(f"cannot open {path} read-only: {exc}") from exc
     if found > known:
         raise SchemaTooNew(path, found, known)
-    return sqlite_utils.Database(conn, execute_plugins=False)
+    return Database(conn)
 
 
-def migrate(db: sqlite_utils.Database, path: Path, migrations: Sequence[Migration]) -> None:
+def migrate(db: Database, path: Path, migrations: Sequence[Migration]) -> None:
     found = int(db.execute("PRAGMA user_version").fetchone()[0])
     if found > len(migrations):
         raise SchemaTooNew(path, found, len(migrations))
@@ -223,5 +222,5 @@ def migrate(db: sqlite_utils.Database, path: Path, migrations: Sequence[Migratio
             db.execute(f"PRAGMA user_version={index + 1}")
 
 
-def schema_version(db: sqlite_utils.Database) -> int:
+def schema_version(db: Database) -> int:
     return int(db.execute("PRAGMA user_version").fetchone()[0])

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +49,8 @@ def runtime_stack(
     work: Path, metrics_port: int | None = None, python: str | None = None
 ) -> tuple[Mosquitto, SimCloud, RuntimeProcess]:
     """A private Mosquitto, the sim cloud, and `robot-bench`'s runtime (not started yet),
-    with its /metrics on `metrics_port` when given, run by `python` when given."""
+    with its /metrics on `metrics_port` when given, run by `python` when given: then as that
+    venv installed it (its byte code compiled by pip, as on a robot), not from this tree."""
     broker = Mosquitto(work / "broker")
     broker.start()
     cloud = SimCloud().start()
@@ -64,7 +64,11 @@ def runtime_stack(
     if metrics_port is not None:
         values["metrics"] = {"enabled": True, "port": metrics_port}
     config = write_config(work / "config.toml", values)
-    return broker, cloud, RuntimeProcess(config, work, python=python or sys.executable)
+    if python is None:
+        return broker, cloud, RuntimeProcess(config, work)
+    # an absolute path that is still the venv's own (resolving the link would leave the venv)
+    runtime = RuntimeProcess(config, work, python=os.path.abspath(python), cwd=work)
+    return broker, cloud, runtime
 
 
 def scrape(port: int) -> dict[str, float]:

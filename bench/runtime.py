@@ -1,10 +1,12 @@
-"""The runtime as its users feel it, on a year-old cache: cold start to READY, turn round trip
-through Mosquitto with the sim cloud answering at once, the device's own share of each turn
-(everything but the time on the wire to the cloud, by phase, from the runtime's /metrics),
+"""The runtime as its users feel it, on a year-old cache: cold start to READY (and the first
+start after an upgrade that changed the lexicon, which labels every stored text again), turn
+round trip through Mosquitto with the sim cloud answering at once, the device's own share of
+each turn (everything but the time on the wire to the cloud, by phase, from the runtime's
+/metrics),
 steady RSS, CPU while idle, DB growth per 1,000 turns. Half the turns start a two-step
 workflow that instant device agents run. Prints figures; asserts nothing.
 
-    .venv/bin/python -m bench.runtime [--turns 1000]
+    .venv/bin/python -m bench.runtime [--turns 1000] [--starts 5] [--python VENV/bin/python]
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from bench.benchlib import (
     stop_all,
 )
 from bench.snapshot import fill
+from cache.relabel import FINGERPRINT_KEY
 from edge.schema import MIGRATIONS
 from sim.broker import free_port
 from sim.probe import MqttProbe
@@ -51,6 +54,36 @@ def cpu_s(runtime: RuntimeProcess) -> float:
     """CPU seconds (user + system) the runtime process has used so far."""
     assert runtime.proc is not None
     return proc_stat(runtime.proc.pid)[1]
+
+
+def year_old_db(path: Path) -> None:
+    """A year of history (20,000 pairs, 365 days, 52 weeks, 500 profile items) whose lexicon
+    fingerprint is stale: the first start is the one after an upgrade that changed the
+    lexicon, every stored text labelled again before READY (cache/relabel.py); the next ones
+    start on the DB as it is every other day."""
+    db = open_state_db(path, MIGRATIONS)
+    fill(db)
+    db.execute("UPDATE device_state SET value = '\"before\"' WHERE key = ?", [FINGERPRINT_KEY])
+    db.close()
+
+
+def print_starts(starts: list[float], upgrade: float) -> None:
+    starts = sorted(starts)
+    print(
+        f"  cold start to READY=1           {starts[len(starts) // 2]:8.0f} ms"
+        f"  (median of {len(starts)}, min {starts[0]:.0f}; process start included)"
+    )
+    print(
+        f"    first start after an upgrade  {upgrade:8.0f} ms  (the lexicon changed: every"
+        " stored text is labelled again before READY)"
+    )
+
+
+def timed_start(runtime: RuntimeProcess) -> float:
+    """Start it; ms to READY=1, the process start included."""
+    t0 = time.monotonic()
+    runtime.start(timeout_s=60)
+    return (time.monotonic() - t0) * 1000
 
 
 def report(title: str, took: list[float], metrics: dict[str, float], cpu: float) -> None:
@@ -81,23 +114,25 @@ def main() -> None:
     parser.add_argument(
         "--python",
         default=None,
-        help="run the runtime with this interpreter (a venv with `pip install .` only: the dev"
-        " venv's extras make httpx import its CLI, rich and pygments, 5 MB more)",
+        help="run the runtime with this interpreter, as its venv installed the package (a venv"
+        " with `pip install .` only, as on a robot: its byte code compiled; bench/run_all.sh"
+        " installs the tree's code first); without it, this venv runs this tree",
     )
+    parser.add_argument("--starts", type=int, default=5, help="cold starts measured")
     args = parser.parse_args()
     metrics_port = free_port()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        db = open_state_db(work / "state" / "state.db", MIGRATIONS)
-        fill(db)  # a year of history: 20,000 pairs, 365 days, 52 weeks, 500 profile items
-        db.close()
+        year_old_db(work / "state" / "state.db")
         broker, cloud, runtime = runtime_stack(work, metrics_port, args.python)
         probe = MqttProbe(broker.port, [f"{ROOT}/turn/response"], root=ROOT)
         agents = instant_agents(broker.port, ROOT, "mobility.move_to_room", "air_purifier.start")
         try:
-            t0 = time.monotonic()
-            runtime.start()
-            ready_ms = (time.monotonic() - t0) * 1000
+            upgrade = timed_start(runtime)
+            starts = []
+            for _ in range(max(1, args.starts)):
+                runtime.terminate()
+                starts.append(timed_start(runtime))
             time.sleep(0.5)
             size_before = (work / "state" / "state.db").stat().st_size
             cpu0 = cpu_s(runtime)
@@ -120,7 +155,7 @@ def main() -> None:
         finally:
             stop_all(agents, probe, runtime, cloud, broker)
     print("runtime on a year-old cache (sim cloud answering at once, loopback Mosquitto)")
-    print(f"  cold start to READY=1           {ready_ms:8.0f} ms (process start included)")
+    print_starts(starts, upgrade)
     print("  turns: half chit-chat, half starting a two-step workflow that instant agents run")
     report(
         f"{args.turns} turns, {args.gap_ms:g} ms after each answer (the turn's own work)",
@@ -136,12 +171,13 @@ def main() -> None:
     )
     print(
         f"  steady RSS                      {rss / 1024:8.1f} MB"
-        f"  ({'runtime-only venv' if args.python else 'dev venv: +5 MB of httpx CLI imports'})"
+        f"  ({'runtime-only venv' if args.python else 'dev venv'})"
     )
     print(f"  CPU while idle                  {100 * (cpu1 - cpu0) / 10:8.2f} % of a core")
     print(f"  DB growth per 1,000 turns       {growth * 1000 / (2 * args.turns):8.0f} kB")
     device = "a2a_turn_device_seconds"
-    record("runtime", "cold_start_ms", round(ready_ms))
+    record("runtime", "cold_start_ms", round(sorted(starts)[len(starts) // 2]))
+    record("runtime", "first_start_after_upgrade_ms", round(upgrade))
     record("runtime", "device_p99_ms", round(quantile(paced_metrics, device, 0.99) * 1000, 2))
     record(
         "runtime", "loaded_device_p99_ms", round(quantile(loaded_metrics, device, 0.99) * 1000, 2)

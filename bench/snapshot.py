@@ -16,9 +16,8 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-import sqlite_utils
-
 from a2a_common.clock import ManualClock, iso
+from a2a_common.db import Database
 from a2a_common.jsonx import canonical, dumps
 from a2a_common.sqlite import open_state_db
 from bench.benchlib import pct, record
@@ -36,7 +35,7 @@ NOW = START + timedelta(days=365)
 PAIRS, DAYS, WEEKS, ITEMS = 20_000, 365, 52, 500
 
 
-def fill(db: sqlite_utils.Database) -> None:
+def fill(db: Database) -> None:
     step = timedelta(days=365) / PAIRS
     with db.atomic():
         db.execute(
@@ -109,7 +108,7 @@ def fill(db: sqlite_utils.Database) -> None:
         labelled(db)
 
 
-def labelled(db: sqlite_utils.Database) -> None:
+def labelled(db: Database) -> None:
     """Keep the shipped lexicon's fingerprint, as a year-old DB has it (the runtime labelled
     each text as it was written): the runtime does not label the whole year again at start.
     The fill's texts carry no category of that lexicon, so the empty labels are its labels."""
@@ -126,7 +125,7 @@ def labelled(db: sqlite_utils.Database) -> None:
     )
 
 
-def naive(db: sqlite_utils.Database, policy: MemoryPolicy) -> bytes:
+def naive(db: Database, policy: MemoryPolicy) -> bytes:
     """Load everything, filter and sort in Python, then trim with the same builder."""
     stamp = iso(NOW)
     pairs = [

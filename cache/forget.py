@@ -25,10 +25,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-import sqlite_utils
-
 from a2a_common import jsonx
 from a2a_common.clock import Clock, iso
+from a2a_common.db import Database
 from a2a_common.writes import SyncWrite
 from cache.profile import ProfileStore
 
@@ -63,7 +62,7 @@ class Forgotten:
         )
 
 
-def _ids(db: sqlite_utils.Database, sql: str, params: Iterable[Any] = ()) -> list[str]:
+def _ids(db: Database, sql: str, params: Iterable[Any] = ()) -> list[str]:
     return [str(row[0]) for row in db.execute(sql, list(params)).fetchall()]
 
 
@@ -72,7 +71,7 @@ def _marks(values: list[str]) -> str:
 
 
 class Forgetter:
-    def __init__(self, *, db: sqlite_utils.Database, clock: Clock, profile: ProfileStore) -> None:
+    def __init__(self, *, db: Database, clock: Clock, profile: ProfileStore) -> None:
         self._db = db
         self._clock = clock
         self._profile = profile

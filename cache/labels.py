@@ -19,10 +19,9 @@ import json
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 
-import sqlite_utils
-
 from a2a_common import jsonx
 from a2a_common.clock import iso, parse_iso
+from a2a_common.db import Database
 from cache.privacy import PrivacyPolicy, category_name
 
 
@@ -52,7 +51,7 @@ def _marks(values: list[str]) -> str:
 
 
 class Labels:
-    def __init__(self, *, db: sqlite_utils.Database, privacy: PrivacyPolicy) -> None:
+    def __init__(self, *, db: Database, privacy: PrivacyPolicy) -> None:
         self._db = db
         self.privacy = privacy
 

@@ -27,8 +27,7 @@ import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import sqlite_utils
-
+from a2a_common.db import Database
 from cache.model import DailySummary, ProfileView
 
 TABLES = ("profile_items", "daily_summaries", "weekly_digests")
@@ -59,7 +58,7 @@ class WriteCount:
     created outside any transaction (one rolled back would drop them with it); until they
     are, `installed` is false and nothing is kept."""
 
-    def __init__(self, db: sqlite_utils.Database) -> None:
+    def __init__(self, db: Database) -> None:
         self.conn = db.conn
         self.rows = 0
         self.installed = False
@@ -92,7 +91,7 @@ class WriteCount:
 
 
 class LastingCache:
-    def __init__(self, db: sqlite_utils.Database) -> None:
+    def __init__(self, db: Database) -> None:
         self._db = db
         self._count = WriteCount(db)
         self._kept: tuple[Key, str, Lasting] | None = None  # (key, read at, lasting)

@@ -56,6 +56,8 @@ def fold(text: str) -> str:
     their plain letters), case-folded, format characters (Unicode Cf: zero-width space and
     joiner, soft hyphen, BOM, bidi marks) dropped."""
     folded = unicodedata.normalize("NFKC", text).casefold()
+    if folded.isprintable():  # no Cf among them (Cf is not printable): nothing to drop
+        return unicodedata.normalize("NFC", folded)
     kept = "".join(c for c in folded if unicodedata.category(c) != "Cf")
     return unicodedata.normalize("NFC", kept)
 
@@ -223,6 +225,11 @@ class Lexicon:
             for name, matcher in self._matchers
             if matcher.found_in(compact, glued, spaced, letters)
         ]
+
+    def prepare(self) -> None:
+        """Compile every category's expressions now (a few ms for the shipped lexicon, longer
+        for a large lexicon_file) rather than in the first text's turn."""
+        _ = self._matchers
 
     @cached_property
     def _matchers(self) -> tuple[tuple[str, _Matcher], ...]:

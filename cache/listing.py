@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import sqlite_utils
+from a2a_common.db import Database
 
 PAIR_COLUMNS = (
     "pair_id",
@@ -21,9 +21,7 @@ PAIR_COLUMNS = (
 )
 
 
-def pairs(
-    db: sqlite_utils.Database, limit: int, session_id: str | None = None
-) -> list[dict[str, Any]]:
+def pairs(db: Database, limit: int, session_id: str | None = None) -> list[dict[str, Any]]:
     where, params = ("WHERE session_id = ?", [session_id]) if session_id else ("", [])
     rows = db.execute(
         f"SELECT {', '.join(PAIR_COLUMNS)} FROM pairs {where}"
@@ -36,7 +34,7 @@ def pairs(
     return out
 
 
-def sessions(db: sqlite_utils.Database, limit: int) -> list[dict[str, Any]]:
+def sessions(db: Database, limit: int) -> list[dict[str, Any]]:
     rows = db.execute(
         "SELECT s.session_id, s.started_at, s.last_turn_at, count(p.pair_id), s.summary != ''"
         " FROM sessions s LEFT JOIN pairs p ON p.session_id = s.session_id"

@@ -10,9 +10,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-import sqlite_utils
-
 from a2a_common.clock import Clock, iso
+from a2a_common.db import Database
 from a2a_common.ids import new_id
 from a2a_common.writes import SyncWrite
 from cache.focus import FOCUS_DAILY, focused
@@ -51,7 +50,7 @@ class Memory:
     def __init__(
         self,
         *,
-        db: sqlite_utils.Database,
+        db: Database,
         clock: Clock,
         policy: MemoryPolicy,
         consents: Callable[[], frozenset[str]] | None = None,

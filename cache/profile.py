@@ -14,10 +14,9 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-import sqlite_utils
-
 from a2a_common import jsonx
 from a2a_common.clock import Clock, iso
+from a2a_common.db import Database
 from a2a_common.ids import new_id
 from a2a_common.writes import SyncWrite
 from cache.labels import Labels, merge, value_texts
@@ -62,7 +61,7 @@ class ProfileStore:
     def __init__(
         self,
         *,
-        db: sqlite_utils.Database,
+        db: Database,
         clock: Clock,
         timezone: str,
         policy: PromotionPolicy,

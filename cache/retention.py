@@ -11,16 +11,13 @@ from __future__ import annotations
 import json
 from datetime import datetime, timedelta
 
-import sqlite_utils
-
 from a2a_common.clock import iso
+from a2a_common.db import Database
 from cache.privacy import SENSITIVE_MAX_DAYS, PrivacyPolicy
 
 
 class Sweeper:
-    def __init__(
-        self, *, db: sqlite_utils.Database, retention_days: int, privacy: PrivacyPolicy
-    ) -> None:
+    def __init__(self, *, db: Database, retention_days: int, privacy: PrivacyPolicy) -> None:
         self._db = db
         self._retention = timedelta(days=retention_days)
         self._privacy = privacy

@@ -16,9 +16,8 @@ from __future__ import annotations
 
 from datetime import date, datetime, timedelta
 
-import sqlite_utils
-
 from a2a_common.clock import iso
+from a2a_common.db import Database
 from cache.model import PromotionPolicy
 
 
@@ -28,9 +27,7 @@ def window_start(today: str, policy: PromotionPolicy) -> str:
     return first.isoformat()
 
 
-def counted(
-    db: sqlite_utils.Database, item_id: str, first_day: str, since: str | None
-) -> tuple[int, int]:
+def counted(db: Database, item_id: str, first_day: str, since: str | None) -> tuple[int, int]:
     """(evidence rows, distinct days) of an item inside the window, after `since` if given."""
     row = db.execute(
         "SELECT count(*), count(DISTINCT day) FROM profile_evidence"
@@ -40,7 +37,7 @@ def counted(
     return int(row[0]), int(row[1])
 
 
-def recontest(db: sqlite_utils.Database, key: str, first_day: str, policy: PromotionPolicy) -> None:
+def recontest(db: Database, key: str, first_day: str, policy: PromotionPolicy) -> None:
     """Set or lift the contest on the key's confirmed value (see the module's rule)."""
     held = db.execute(
         "SELECT item_id, confirmed_at FROM profile_items WHERE key = ? AND status = 'confirmed'"
@@ -69,7 +66,7 @@ def recontest(db: sqlite_utils.Database, key: str, first_day: str, policy: Promo
         )
 
 
-def supersede(db: sqlite_utils.Database, key: str, new_item_id: str, now: datetime) -> None:
+def supersede(db: Database, key: str, new_item_id: str, now: datetime) -> None:
     """`new_item_id` was just confirmed: the key's other confirmed value is superseded by it."""
     old = db.execute(
         "SELECT item_id FROM profile_items WHERE key = ? AND status = 'confirmed'"

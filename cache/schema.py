@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 
-import sqlite_utils
-
+from a2a_common.db import Database
 from a2a_common.sqlite import Migration
 
 
-def _v1(db: sqlite_utils.Database) -> None:
+def _v1(db: Database) -> None:
     db.execute(
         """CREATE TABLE sessions (
             session_id TEXT PRIMARY KEY,
@@ -47,7 +46,7 @@ def _v1(db: sqlite_utils.Database) -> None:
     db.execute("INSERT INTO sync_position (id, cursor, version) VALUES (1, '', '')")
 
 
-def _v2(db: sqlite_utils.Database) -> None:
+def _v2(db: Database) -> None:
     """Every tier of SPEC §5.1 with provenance (JSON arrays of ids)."""
     db.execute("ALTER TABLE pairs ADD COLUMN expire_at TEXT")
     db.execute("ALTER TABLE pairs ADD COLUMN synced INTEGER NOT NULL DEFAULT 0")
@@ -105,7 +104,7 @@ def _v2(db: sqlite_utils.Database) -> None:
     )
 
 
-def _v3(db: sqlite_utils.Database) -> None:
+def _v3(db: Database) -> None:
     """Append-only audit of forgets, revocations and expiries: ids and counts, never text."""
     db.execute(
         """CREATE TABLE memory_audit (
@@ -136,7 +135,7 @@ _TEXTS = (  # table, id column, text column(s), categories column, sensitive col
 
 
 def _label(
-    db: sqlite_utils.Database,
+    db: Database,
     table: str,
     columns: tuple[str, str, str],
     row_id: str,
@@ -157,7 +156,7 @@ def _label(
     )
 
 
-def _v4(db: sqlite_utils.Database) -> None:
+def _v4(db: Database) -> None:
     """Categories on every text (SPEC §5.5): a JSON list of category names and a sensitive flag
     on pairs, session summaries, daily summaries and digests; profile items (which had one
     category and the flag) get the list too: their category and the lexicon's over key and value.
@@ -205,7 +204,7 @@ def _v4(db: sqlite_utils.Database) -> None:
         )
 
 
-def _v5(db: sqlite_utils.Database) -> None:
+def _v5(db: Database) -> None:
     """Memory that changes its mind (SPEC §5.4): when an item was confirmed, which rival value
     contests it, and the supersede links both ways. The states stay columns beside `status`
     (a contested item is still `confirmed`; a superseded one is a `candidate` with

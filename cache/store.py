@@ -11,10 +11,9 @@ import sqlite3
 from datetime import datetime
 from typing import Any
 
-import sqlite_utils
-
 from a2a_common import jsonx
 from a2a_common.clock import iso
+from a2a_common.db import Database
 from a2a_common.writes import SyncWrite
 from cache.errors import CacheError
 from cache.model import CacheCounts, SessionRow, SyncPosition
@@ -22,7 +21,7 @@ from cache.update import UpdateChanges
 
 
 class CacheStore:
-    def __init__(self, *, db: sqlite_utils.Database) -> None:
+    def __init__(self, *, db: Database) -> None:
         self._db = db
 
     def _one(self, sql: str, params: list[Any] | None = None) -> Any:

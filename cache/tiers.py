@@ -12,10 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import sqlite_utils
-
 from a2a_common import jsonx
 from a2a_common.clock import Clock, iso
+from a2a_common.db import Database
 from cache.labels import Labels
 from cache.privacy import PrivacyPolicy
 from cache.profile import ProfileStore
@@ -30,7 +29,7 @@ class TierStore:
     def __init__(
         self,
         *,
-        db: sqlite_utils.Database,
+        db: Database,
         clock: Clock,
         profile: ProfileStore,
         labels: Labels | None = None,

@@ -17,9 +17,8 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
-import sqlite_utils
-
 from a2a_common.clock import iso
+from a2a_common.db import Database
 from cache.lasting import Lasting, LastingCache
 from cache.model import CacheView, DailySummary, PairView, ProfileView, SyncPosition
 from cache.privacy import PrivacyPolicy
@@ -55,7 +54,7 @@ def shown_texts(
 
 
 def _items(
-    db: sqlite_utils.Database,
+    db: Database,
     stamp: str,
     blocked: list[str],
     allowed: list[str],
@@ -96,7 +95,7 @@ class Shown:
 
 
 def read_lasting(
-    db: sqlite_utils.Database, *, stamp: str, shown: Shown, max_profile_items: int, max_daily: int
+    db: Database, *, stamp: str, shown: Shown, max_profile_items: int, max_daily: int
 ) -> Lasting:
     """The daily summaries, the digest and the profile items a snapshot may use at `stamp`,
     with the first expiry among them (`cache.lasting`)."""
@@ -126,7 +125,7 @@ def read_lasting(
 
 
 def read_view(
-    db: sqlite_utils.Database,
+    db: Database,
     *,
     session_id: str | None,
     now: datetime,

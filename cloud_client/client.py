@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import ssl
+from functools import partial
 from typing import Any
 
 import httpx
@@ -48,17 +49,32 @@ class CloudClient:
         }
         if token:
             headers["authorization"] = f"Bearer {token}"
-        self._http = httpx.AsyncClient(
-            base_url=base_url,
+        self._make = partial(
+            httpx.AsyncClient,
+            base_url=httpx.URL(base_url),  # a bad URL raises here, as before
             headers=headers,
             timeout=httpx.Timeout(read_timeout_s, connect=connect_timeout_s),
             verify=verify_tls,
             transport=transport,
             follow_redirects=False,
         )
+        self._client: httpx.AsyncClient | None = None
         self._unreachable = False
         self._max_body = max_response_bytes
         self._connect_timeout_s = connect_timeout_s
+
+    @property
+    def _http(self) -> httpx.AsyncClient:
+        """The HTTP client, built at its first use or by `prepare`: with TLS verification it
+        reads and parses the whole CA bundle (~70 ms), which the runtime's READY does not wait
+        for (edge/runtime.py prepares it right after)."""
+        if self._client is None:
+            self._client = self._make()
+        return self._client
+
+    def prepare(self) -> None:
+        """Build the HTTP client now, before the first request needs it."""
+        _ = self._http
 
     @property
     def unreachable(self) -> bool:
@@ -66,7 +82,8 @@ class CloudClient:
         return self._unreachable
 
     async def aclose(self) -> None:
-        await self._http.aclose()
+        if self._client is not None:
+            await self._client.aclose()
 
     async def _attempt(self, path: str, content: bytes, watch: Stopwatch) -> tuple[int, Any]:
         try:

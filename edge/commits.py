@@ -31,8 +31,7 @@ import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 
-import sqlite_utils
-
+from a2a_common.db import Database
 from a2a_common.sqlite import storage_error
 
 log = logging.getLogger(__name__)
@@ -41,7 +40,7 @@ log = logging.getLogger(__name__)
 class Commits:
     def __init__(
         self,
-        db: sqlite_utils.Database,
+        db: Database,
         *,
         on_commit: Callable[[], object] = lambda: None,
         gate: Callable[[], AbstractContextManager[object]] = nullcontext,

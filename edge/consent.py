@@ -17,9 +17,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-import sqlite_utils
-
 from a2a_common.clock import Clock, iso, parse_iso
+from a2a_common.db import Database
 from a2a_common.sqlite import Migration
 from a2a_common.writes import SyncWrite
 
@@ -27,7 +26,7 @@ MAX_TTL_S = 366 * 86400  # a grant asks again at least once a year
 SCOPE_PATTERN = r"^(category|capability):[A-Za-z0-9_.\-]{1,64}$"
 
 
-def _v1(db: sqlite_utils.Database) -> None:
+def _v1(db: Database) -> None:
     db.execute(
         """CREATE TABLE consent_grants (
             scope TEXT PRIMARY KEY,
@@ -98,7 +97,7 @@ class ConsentRegister:
     def __init__(
         self,
         *,
-        db: sqlite_utils.Database,
+        db: Database,
         clock: Clock,
         categories: Iterable[str] = (),
         capabilities: Iterable[str] = (),

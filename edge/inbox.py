@@ -8,14 +8,13 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-import sqlite_utils
-
 from a2a_common import jsonx
 from a2a_common.clock import Clock, iso
+from a2a_common.db import Database
 from a2a_common.sqlite import Migration
 
 
-def _v1(db: sqlite_utils.Database) -> None:
+def _v1(db: Database) -> None:
     db.execute(
         """CREATE TABLE inbox_dead (
             id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -30,7 +29,7 @@ def _v1(db: sqlite_utils.Database) -> None:
 MIGRATIONS = [Migration("edge_0003_inbox_dead_letters", _v1)]
 
 
-def _v2(db: sqlite_utils.Database) -> None:
+def _v2(db: Database) -> None:
     db.execute("ALTER TABLE inbox_seen ADD COLUMN fingerprint TEXT")
     db.execute("ALTER TABLE inbox_seen ADD COLUMN answer TEXT")
 
@@ -50,7 +49,7 @@ class Seen:
 class InboxDedupe:
     """Ids of applied inbound messages, so a redelivery is applied once."""
 
-    def __init__(self, *, db: sqlite_utils.Database, clock: Clock) -> None:
+    def __init__(self, *, db: Database, clock: Clock) -> None:
         self._db = db
         self._clock = clock
 
@@ -100,7 +99,7 @@ class InboxDeadLetters:
     """Bounded in count and age (the retention loop prunes them); a payload may hold the
     user's words, so `forget --all` wipes them too."""
 
-    def __init__(self, *, db: sqlite_utils.Database, clock: Clock, keep: int) -> None:
+    def __init__(self, *, db: Database, clock: Clock, keep: int) -> None:
         self._db = db
         self._clock = clock
         self._keep = keep

@@ -14,17 +14,16 @@ import logging
 import math
 from typing import Any, Protocol
 
-import sqlite_utils
-
 from a2a_common import jsonx
 from a2a_common.clock import Clock, iso, parse_iso
+from a2a_common.db import Database
 from a2a_common.sqlite import Migration
 
 log = logging.getLogger(__name__)
 _SAFE_STOP = '"safe_stop":true'  # as jsonx writes it
 
 
-def _create(db: sqlite_utils.Database) -> None:
+def _create(db: Database) -> None:
     db.execute(
         """CREATE TABLE mqtt_outbox (
             id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -45,7 +44,7 @@ def _create(db: sqlite_utils.Database) -> None:
 MIGRATIONS = [Migration("edge_0001_mqtt_outbox_inbox", _create)]
 
 
-def _v2(db: sqlite_utils.Database) -> None:
+def _v2(db: Database) -> None:
     db.execute("CREATE INDEX inbox_seen_at ON inbox_seen (seen_at)")
 
 
@@ -67,7 +66,7 @@ class Wire(Protocol):
 class DurableOutbox:
     """The MQTT outbox; only the loop thread calls it."""
 
-    def __init__(self, *, db: sqlite_utils.Database, clock: Clock) -> None:
+    def __init__(self, *, db: Database, clock: Clock) -> None:
         self._db = db
         self._clock = clock
         self._wire: Wire | None = None

@@ -11,9 +11,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import sqlite_utils
-
 from a2a_common.clock import SystemClock, iso, parse_iso
+from a2a_common.db import Database
 from a2a_common.jsonx import canonical
 from a2a_common.sqlite import open_readonly, schema_version
 from cache import listing
@@ -32,7 +31,7 @@ HEARTBEAT_STALE_S = 15.0  # the runtime beats every 5 s
 
 
 @contextmanager
-def readonly_db(settings: Settings) -> Iterator[sqlite_utils.Database]:
+def readonly_db(settings: Settings) -> Iterator[Database]:
     db = open_readonly(settings.state_db_path, len(MIGRATIONS))
     try:
         yield db
@@ -131,7 +130,7 @@ def inbox_dead(settings: Settings, limit: int = 100) -> list[dict[str, Any]]:
         return InboxDeadLetters(db=db, clock=SystemClock(), keep=0).listing(limit)
 
 
-def _memory(db: sqlite_utils.Database, settings: Settings) -> Memory:
+def _memory(db: Database, settings: Settings) -> Memory:
     from edge.policies import memory_policy
 
     return Memory(db=db, clock=SystemClock(), policy=memory_policy(settings))

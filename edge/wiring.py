@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import httpx
-import sqlite_utils
 
 from a2a_common.backup import PreMigrationBackups
 from a2a_common.clock import Clock, SystemClock
+from a2a_common.db import Database
 from a2a_common.sqlite import open_state_db
 from cache.memory import Memory
 from cloud_client.client import CloudClient
@@ -43,7 +43,7 @@ from taskmanager.effects import load_effects
 from taskmanager.service import TaskManager
 
 
-def open_db(settings: Settings, clock: Clock | None = None) -> sqlite_utils.Database:
+def open_db(settings: Settings, clock: Clock | None = None) -> Database:
     """The state DB for writing (the service, or a CLI command when no service runs), checked,
     and backed up into `<state_dir>/backups` before a migration. The caller holds the state
     dir's lock (`edge.statelock`)."""
@@ -90,7 +90,7 @@ def build_app(
     settings: Settings,
     secrets: Secrets,
     *,
-    db: sqlite_utils.Database,
+    db: Database,
     clock: Clock,
     live: bool,
     max_backoff_s: float | None = None,
@@ -142,9 +142,7 @@ def build_app(
     )
 
 
-def _consent_register(
-    settings: Settings, db: sqlite_utils.Database, clock: Clock
-) -> ConsentRegister:
+def _consent_register(settings: Settings, db: Database, clock: Clock) -> ConsentRegister:
     return ConsentRegister(
         db=db,
         clock=clock,
@@ -168,7 +166,7 @@ def _reports(
 
 def _task_manager(
     settings: Settings,
-    db: sqlite_utils.Database,
+    db: Database,
     clock: Clock,
     publisher: TaskPublisher,
     register: ConsentRegister,
@@ -192,7 +190,7 @@ def _task_manager(
 
 def _replayer(
     settings: Settings,
-    db: sqlite_utils.Database,
+    db: Database,
     clock: Clock,
     commits: Commits,
     memory: Memory,

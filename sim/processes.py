@@ -88,9 +88,13 @@ class RuntimeProcess:
         workdir: Path,
         env: dict[str, str] | None = None,
         python: str = sys.executable,
+        cwd: Path | None = None,
     ) -> None:
         self.config = config
         self.python = python  # another venv's interpreter: e.g. one with the runtime's deps only
+        # `python -m` puts its working directory first on sys.path: from the project root the
+        # runtime imports the source tree, elsewhere the package as that venv installed it
+        self.cwd = cwd
         self.workdir = workdir
         self.log_path = workdir / "runtime.log"
         self.extra_env = env or {}
@@ -113,6 +117,7 @@ class RuntimeProcess:
                 stdout=log,
                 stderr=log,
                 env=env,
+                cwd=self.cwd,
             )
         if wait_ready and not self.wait_line("READY=1", timeout_s):
             self.kill()

@@ -11,17 +11,16 @@ import json
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import sqlite_utils
-
 from a2a_common import jsonx
 from a2a_common.clock import Clock, iso
+from a2a_common.db import Database
 from a2a_common.ids import new_ulid
 from a2a_common.sqlite import Migration
 from a2a_common.writes import SyncWrite
 from sync.core import Pending
 
 
-def _v1(db: sqlite_utils.Database) -> None:
+def _v1(db: Database) -> None:
     db.execute(
         """CREATE TABLE sync_outbox (
             write_id TEXT PRIMARY KEY,
@@ -33,7 +32,7 @@ def _v1(db: sqlite_utils.Database) -> None:
     )
 
 
-def _v2(db: sqlite_utils.Database) -> None:
+def _v2(db: Database) -> None:
     db.execute(
         """CREATE TABLE sync_dead (
             write_id TEXT PRIMARY KEY,
@@ -52,7 +51,7 @@ MIGRATIONS_2 = [Migration("sync_0002_dead_letters_meta", _v2)]
 
 
 class SyncOutbox:
-    def __init__(self, *, db: sqlite_utils.Database, clock: Clock) -> None:
+    def __init__(self, *, db: Database, clock: Clock) -> None:
         self._db = db
         self._clock = clock
 

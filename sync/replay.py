@@ -16,11 +16,11 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
-import sqlite_utils
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, stop_never
 from tenacity import wait_exponential_jitter as backoff
 
 from a2a_common.clock import Clock, iso
+from a2a_common.db import Database
 from a2a_common.ids import new_ulid
 from a2a_common.sqlite import StorageError
 from cloud_client.errors import CloudBadResponse, CloudRejected, CloudUnavailable
@@ -60,7 +60,7 @@ class Replayer:
     def __init__(
         self,
         *,
-        db: sqlite_utils.Database,
+        db: Database,
         atomic: Callable[[], AbstractContextManager[object]] | None = None,
         clock: Clock,
         outbox: SyncOutbox,

@@ -17,9 +17,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Protocol
 
-import sqlite_utils
-
 from a2a_common.clock import Clock, iso
+from a2a_common.db import Database
 from taskmanager.board import Board, next_deadline
 from taskmanager.catalog import Catalog
 from taskmanager.confirm import STOP_SUFFIX
@@ -104,7 +103,7 @@ class TaskManager:
     def __init__(
         self,
         *,
-        db: sqlite_utils.Database,
+        db: Database,
         clock: Clock,
         catalog: Catalog,
         publisher: Publisher,

@@ -7,10 +7,9 @@ import json
 from datetime import datetime
 from typing import Any
 
-import sqlite_utils
-
 from a2a_common import jsonx
 from a2a_common.clock import iso
+from a2a_common.db import Database
 from a2a_common.sqlite import Migration
 from taskmanager.board import Board
 from taskmanager.model import (
@@ -23,7 +22,7 @@ from taskmanager.model import (
 TERMINAL_SQL = "('completed', 'failed', 'cancelled', 'rejected')"
 
 
-def _v1(db: sqlite_utils.Database) -> None:
+def _v1(db: Database) -> None:
     db.execute(
         """CREATE TABLE workflows (
             workflow_id TEXT PRIMARY KEY,
@@ -53,7 +52,7 @@ def _v1(db: sqlite_utils.Database) -> None:
 MIGRATIONS = [Migration("taskmanager_0001_workflows_trace", _v1)]
 
 
-def _v2(db: sqlite_utils.Database) -> None:
+def _v2(db: Database) -> None:
     db.execute("CREATE INDEX workflows_ended ON workflows (status, updated_at)")
 
 
@@ -61,7 +60,7 @@ MIGRATIONS_2 = [Migration("taskmanager_0002_workflows_ended_index", _v2)]
 
 
 class WorkflowStore:
-    def __init__(self, *, db: sqlite_utils.Database) -> None:
+    def __init__(self, *, db: Database) -> None:
         self._db = db
 
     def load_active(self) -> Board:

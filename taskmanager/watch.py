@@ -12,10 +12,9 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-import sqlite_utils
-
 from a2a_common import jsonx
 from a2a_common.clock import iso
+from a2a_common.db import Database
 from a2a_common.sqlite import Migration
 from taskmanager.catalog import Catalog
 from taskmanager.confirm import (
@@ -35,7 +34,7 @@ from taskmanager.model import Workflow
 log = logging.getLogger(__name__)
 
 
-def _create(db: sqlite_utils.Database) -> None:
+def _create(db: Database) -> None:
     db.execute(
         """CREATE TABLE cancel_watch (
             task_id TEXT PRIMARY KEY,
@@ -60,7 +59,7 @@ class Outcome:
 
 
 class CancelWatches:
-    def __init__(self, *, db: sqlite_utils.Database, catalog: Catalog, window_s: float) -> None:
+    def __init__(self, *, db: Database, catalog: Catalog, window_s: float) -> None:
         self._db = db
         self._catalog = catalog
         self.window_s = window_s

@@ -6,14 +6,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-import sqlite_utils
 
 from a2a_common.backup import BackupError, PreMigrationBackups, backup_file, copy_db
 from a2a_common.clock import ManualClock
+from a2a_common.db import Database
 from a2a_common.sqlite import Migration, StorageError, open_state_db
 
 
-def _make(db: sqlite_utils.Database) -> None:
+def _make(db: Database) -> None:
     db.execute("CREATE TABLE t (x)")
 
 

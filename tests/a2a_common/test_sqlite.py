@@ -4,8 +4,8 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-import sqlite_utils
 
+from a2a_common.db import Database
 from a2a_common.sqlite import (
     Migration,
     SchemaTooNew,
@@ -17,11 +17,11 @@ from a2a_common.sqlite import (
 from edge.schema import MIGRATIONS
 
 
-def _make(db: sqlite_utils.Database) -> None:
+def _make(db: Database) -> None:
     db.execute("CREATE TABLE t (x INTEGER)")
 
 
-def _more(db: sqlite_utils.Database) -> None:
+def _more(db: Database) -> None:
     db.execute("ALTER TABLE t ADD COLUMN y TEXT")
 
 
@@ -46,7 +46,7 @@ def test_migrations_run_once_in_order_and_are_recorded(tmp_path: Path) -> None:
     assert schema_version(db) == 2
     names = db.execute("SELECT version, name FROM schema_migrations ORDER BY version").fetchall()
     assert names == [(1, "m1"), (2, "m2")]
-    assert [c.name for c in db["t"].columns] == ["x", "y"]
+    assert [r[1] for r in db.execute("PRAGMA table_info(t)").fetchall()] == ["x", "y"]
     db.close()
 
 
@@ -54,7 +54,7 @@ def test_failed_migration_leaves_the_old_version(tmp_path: Path) -> None:
     path = tmp_path / "s.db"
     open_state_db(path, [Migration("m1", _make)]).close()
 
-    def broken(db: sqlite_utils.Database) -> None:
+    def broken(db: Database) -> None:
         db.execute("CREATE TABLE u (z)")
         db.execute("THIS IS NOT SQL")
 
@@ -62,7 +62,7 @@ def test_failed_migration_leaves_the_old_version(tmp_path: Path) -> None:
         open_state_db(path, [Migration("m1", _make), Migration("m2", broken)])
     db = open_state_db(path, [Migration("m1", _make)])
     assert schema_version(db) == 1
-    assert not db["u"].exists()
+    assert not db.execute("SELECT 1 FROM sqlite_master WHERE name = 'u'").fetchall()
     db.close()
 
 

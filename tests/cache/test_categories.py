@@ -205,7 +205,7 @@ def test_forgetting_a_key_forgets_its_source_pairs_and_what_only_they_made(make:
         gone = memory.forgetter.forget("profile_key", "condition")
     assert gone.pairs == [pair_id]
     assert sorted(gone.summary_ids) == ["daily-2026-06-24", "weekly-2026-W26"]
-    dump = "".join(memory.db.iterdump())
+    dump = "".join(memory.db.conn.iterdump())
     assert "고혈압" not in dump and "혈압" not in dump
     tomb = gone.tombstone().payload
     assert tomb["pair_ids"] == [pair_id] and tomb["with_sources"] is True

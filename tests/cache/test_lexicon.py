@@ -207,6 +207,20 @@ def test_the_compiled_lexicon_finds_what_each_term_finds(texts: list[str]) -> No
     assert shipped().categories(*texts) == _one_term_at_a_time(*texts)
 
 
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_the_one_search_that_rules_texts_out_never_hides_a_term(data: st.DataObject) -> None:
+    """`Lexicon.categories` skips a text whose compact form holds no key: it finds exactly
+    what testing every term on every form finds, evasions, near misses and noise alike."""
+    category = data.draw(st.sampled_from(sorted(shipped().terms)))
+    noise = st.text(st.sampled_from([*"가나다 약속간-. pilowPIL", *CF]), max_size=12)
+    texts = [
+        data.draw(st.one_of(evaded_term(category), noise)) + data.draw(noise)
+        for _ in range(data.draw(st.integers(1, 3)))
+    ]
+    assert shipped().categories(*texts) == _one_term_at_a_time(*texts), texts
+
+
 def test_a_full_width_cloud_category_is_the_plain_one() -> None:
     from cache.labels import merge
     from cache.privacy import PrivacyPolicy, category_name

@@ -13,8 +13,8 @@ from functools import partial
 from pathlib import Path
 
 import pytest
-import sqlite_utils
 
+from a2a_common.db import Database
 from a2a_common.sqlite import open_state_db
 from edge.checkpointer import Checkpointer, restart_at
 from edge.commits import Commits
@@ -26,7 +26,7 @@ MB = 2**20
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> Iterator[sqlite_utils.Database]:
+def db(tmp_path: Path) -> Iterator[Database]:
     """The service's writing connection: no checkpoint inside a COMMIT, the file trimmed."""
     conn = open_state_db(tmp_path / "state.db", MIGRATIONS)
     conn.execute("PRAGMA wal_autocheckpoint=0")
@@ -46,16 +46,14 @@ def started(
     return checkpointer
 
 
-def write(commits: Commits, db: sqlite_utils.Database, n: int) -> None:
+def write(commits: Commits, db: Database, n: int) -> None:
     """One unit of work that reads before it writes, as the app's do."""
     with commits.atomic():
         db.execute("SELECT count(*) FROM filler").fetchone()
         db.execute("INSERT INTO filler VALUES (?, ?)", [n, "x" * 3000])
 
 
-def test_a_burst_of_writes_keeps_the_wal_under_its_bound(
-    db: sqlite_utils.Database, tmp_path: Path
-) -> None:
+def test_a_burst_of_writes_keeps_the_wal_under_its_bound(db: Database, tmp_path: Path) -> None:
     path, wal = tmp_path / "state.db", tmp_path / "state.db-wal"
     checkpointer = started(path)
     # as the service wires it: RESTART waits at the gate for a unit to end, not for a gap a
@@ -74,7 +72,7 @@ def test_a_burst_of_writes_keeps_the_wal_under_its_bound(
 
 
 def test_a_forget_with_a_reader_open_returns_at_once_and_truncates_when_it_ends(
-    db: sqlite_utils.Database, tmp_path: Path
+    db: Database, tmp_path: Path
 ) -> None:
     path, wal = tmp_path / "state.db", tmp_path / "state.db-wal"
     commits = Commits(db)
@@ -102,9 +100,7 @@ def test_a_forget_with_a_reader_open_returns_at_once_and_truncates_when_it_ends(
         checkpointer.close()
 
 
-def test_without_the_thread_truncate_runs_at_once(
-    db: sqlite_utils.Database, tmp_path: Path
-) -> None:
+def test_without_the_thread_truncate_runs_at_once(db: Database, tmp_path: Path) -> None:
     path, wal = tmp_path / "state.db", tmp_path / "state.db-wal"
     write(Commits(db), db, 0)
     checkpointer = Checkpointer(path, busy_timeout_ms=1000)
@@ -114,7 +110,7 @@ def test_without_the_thread_truncate_runs_at_once(
 
 
 def test_a_removed_wal_is_noticed_and_its_frames_copied_into_the_db(
-    db: sqlite_utils.Database, tmp_path: Path
+    db: Database, tmp_path: Path
 ) -> None:
     path, wal = tmp_path / "state.db", tmp_path / "state.db-wal"
     files = StateFiles(path)
@@ -140,9 +136,7 @@ def test_a_removed_wal_is_noticed_and_its_frames_copied_into_the_db(
         assert alone.execute("SELECT count(*) FROM filler").fetchone()[0] == 21
 
 
-def test_a_replaced_db_is_noticed_by_the_checkpointer_thread(
-    db: sqlite_utils.Database, tmp_path: Path
-) -> None:
+def test_a_replaced_db_is_noticed_by_the_checkpointer_thread(db: Database, tmp_path: Path) -> None:
     path = tmp_path / "state.db"
     files = StateFiles(path)
     lost = threading.Event()

@@ -13,32 +13,32 @@ from functools import partial
 from pathlib import Path
 
 import pytest
-import sqlite_utils
 
+from a2a_common.db import Database
 from a2a_common.sqlite import StorageUnavailable, open_state_db
 from edge.commits import Commits
 from edge.schema import MIGRATIONS
 
 
 @pytest.fixture
-def db(tmp_path: Path) -> sqlite_utils.Database:
-    database = sqlite_utils.Database(tmp_path / "t.db")
+def db(tmp_path: Path) -> Database:
+    database = Database(sqlite3.connect(tmp_path / "t.db"))
     database.execute("CREATE TABLE t (x INTEGER)")
     return database
 
 
-def rows(db: sqlite_utils.Database) -> list[int]:
+def rows(db: Database) -> list[int]:
     return [r[0] for r in db.execute("SELECT x FROM t ORDER BY x").fetchall()]
 
 
-def test_effect_outside_a_transaction_runs_at_once(db: sqlite_utils.Database) -> None:
+def test_effect_outside_a_transaction_runs_at_once(db: Database) -> None:
     ran: list[str] = []
     Commits(db).after_commit(lambda: ran.append("now"))
     assert ran == ["now"]
 
 
 def test_effects_wait_for_the_outermost_commit_and_keep_their_order(
-    db: sqlite_utils.Database,
+    db: Database,
 ) -> None:
     commits = Commits(db)
     ran: list[str] = []
@@ -53,7 +53,7 @@ def test_effects_wait_for_the_outermost_commit_and_keep_their_order(
 
 
 def test_a_savepoint_that_rolls_back_takes_its_effects_and_rows_with_it(
-    db: sqlite_utils.Database,
+    db: Database,
 ) -> None:
     commits = Commits(db)
     ran: list[int] = []
@@ -71,7 +71,7 @@ def test_a_savepoint_that_rolls_back_takes_its_effects_and_rows_with_it(
     assert rows(db) == [1, 3]
 
 
-def test_an_outer_rollback_drops_every_effect(db: sqlite_utils.Database) -> None:
+def test_an_outer_rollback_drops_every_effect(db: Database) -> None:
     commits = Commits(db)
     ran: list[int] = []
     with pytest.raises(RuntimeError), commits.atomic():
@@ -82,7 +82,7 @@ def test_an_outer_rollback_drops_every_effect(db: sqlite_utils.Database) -> None
     assert ran == [] and rows(db) == [] and not commits.open
 
 
-def test_a_failing_effect_does_not_skip_the_others(db: sqlite_utils.Database) -> None:
+def test_a_failing_effect_does_not_skip_the_others(db: Database) -> None:
     commits = Commits(db)
     ran: list[str] = []
 
@@ -124,7 +124,7 @@ def test_a_unit_that_reads_first_waits_while_a_checkpoint_holds_the_write_lock(
 
 
 def test_the_gate_is_entered_once_around_the_outermost_transaction(
-    db: sqlite_utils.Database,
+    db: Database,
 ) -> None:
     entered: list[bool] = []
 
@@ -140,7 +140,7 @@ def test_the_gate_is_entered_once_around_the_outermost_transaction(
     assert entered == [False, False]  # before BEGIN, after COMMIT
 
 
-def test_a_failing_guard_drops_the_effects_of_a_commit(db: sqlite_utils.Database) -> None:
+def test_a_failing_guard_drops_the_effects_of_a_commit(db: Database) -> None:
     intact = [True]
     ran: list[int] = []
     commits = Commits(db, on_commit=lambda: ran.append(0), guard=lambda: intact[0])

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import sqlite_utils
-
 from a2a_common.clock import ManualClock
+from a2a_common.db import Database
 from a2a_common.sqlite import open_state_db
 from edge.inbox import InboxDedupe
 from edge.schema import MIGRATIONS
@@ -18,7 +17,7 @@ from tests.conftest import RuntimeFactory, StateRows, eventually
 OLD, NEW = "2026-01-01T00:00:00.000Z", "2026-11-29T00:00:00.000Z"
 
 
-def seed(db: sqlite_utils.Database, *, running: bool = True) -> None:
+def seed(db: Database, *, running: bool = True) -> None:
     """Ended workflows old and new (and, for the store alone, an old running one: its doc is a
     stub the service could not load)."""
     workflows = [
@@ -44,7 +43,7 @@ def seed(db: sqlite_utils.Database, *, running: bool = True) -> None:
             )
 
 
-def ids(db: sqlite_utils.Database, sql: str) -> list[str]:
+def ids(db: Database, sql: str) -> list[str]:
     return sorted(r[0] for r in db.execute(sql).fetchall())
 
 

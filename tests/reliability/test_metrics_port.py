@@ -227,4 +227,7 @@ def test_a_host_other_than_loopback_is_refused_unless_allowed_then_warned(
     lines = runtime.log().strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("a2a-edge: config error: metrics.host: ")
     allowed = runtime_factory(metrics={"enabled": True, "allow_remote": True, "port": free_port()})
-    assert "WARNING edge.metrics_server: metrics.allow_remote = true: " in allowed.log()
+    # logged as the endpoint starts, right after READY: waited for, not raced
+    assert eventually(
+        lambda: "WARNING edge.metrics_server: metrics.allow_remote = true: " in allowed.log()
+    )

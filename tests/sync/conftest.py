@@ -4,9 +4,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import sqlite_utils
 
 from a2a_common.clock import ManualClock
+from a2a_common.db import Database
 from a2a_common.sqlite import open_state_db
 from edge.schema import MIGRATIONS
 from sync.outbox import SyncOutbox
@@ -18,12 +18,12 @@ def clock() -> ManualClock:
 
 
 @pytest.fixture
-def state_db(tmp_path: Path) -> Iterator[sqlite_utils.Database]:
+def state_db(tmp_path: Path) -> Iterator[Database]:
     db = open_state_db(tmp_path / "state.db", MIGRATIONS)
     yield db
     db.close()
 
 
 @pytest.fixture
-def outbox(state_db: sqlite_utils.Database, clock: ManualClock) -> SyncOutbox:
+def outbox(state_db: Database, clock: ManualClock) -> SyncOutbox:
     return SyncOutbox(db=state_db, clock=clock)

@@ -3,8 +3,7 @@ outbox hands them out (oldest first)."""
 
 from __future__ import annotations
 
-import sqlite_utils
-
+from a2a_common.db import Database
 from a2a_common.writes import SyncWrite
 from sync.core import Pending, Position, plan_answer
 from sync.outbox import SyncOutbox
@@ -17,13 +16,13 @@ def batch(n: int, start: int = 0) -> list[Pending]:
     ]
 
 
-def queue(db: sqlite_utils.Database, outbox: SyncOutbox, n: int) -> list[str]:
+def queue(db: Database, outbox: SyncOutbox, n: int) -> list[str]:
     """`n` writes, payload `{"i": i}`, in one transaction; their write ids in queue order."""
     with db.atomic():
         return outbox.enqueue(SyncWrite("short_term_pair", {"i": i}) for i in range(n))
 
 
-def test_oldest_first_in_batches(state_db: sqlite_utils.Database, outbox: SyncOutbox) -> None:
+def test_oldest_first_in_batches(state_db: Database, outbox: SyncOutbox) -> None:
     ids = queue(state_db, outbox, 250)
     first = outbox.oldest(100)
     assert [w.write_id for w in first] == ids[:100]
@@ -62,7 +61,7 @@ def test_conflict_applies_updates_adopts_and_resends() -> None:
 
 
 def test_whole_batch_4xx_halves_until_one_write_is_dead(
-    state_db: sqlite_utils.Database, outbox: SyncOutbox
+    state_db: Database, outbox: SyncOutbox
 ) -> None:
     poison = 57  # writes before it must be acked on the way, in order
     ids = queue(state_db, outbox, 100)

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import pytest
-import sqlite_utils
 
 from a2a_common.clock import ManualClock
+from a2a_common.db import Database
 from a2a_common.writes import SyncWrite
 from cloud_client.errors import CloudBadResponse, CloudRejected, CloudUnavailable
 from sync.core import Pending, Position
@@ -105,7 +105,7 @@ def run(coro: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(coro)
 
 
-def queue(db: sqlite_utils.Database, outbox: SyncOutbox, n: int) -> list[str]:
+def queue(db: Database, outbox: SyncOutbox, n: int) -> list[str]:
     with db.atomic():
         return outbox.enqueue(
             SyncWrite("short_term_pair", {"pair_id": f"p{i}", "i": i}) for i in range(n)
@@ -116,9 +116,7 @@ MakeReplayer = Callable[..., Replayer]
 
 
 @pytest.fixture
-def replayer(
-    state_db: sqlite_utils.Database, clock: ManualClock, outbox: SyncOutbox
-) -> MakeReplayer:
+def replayer(state_db: Database, clock: ManualClock, outbox: SyncOutbox) -> MakeReplayer:
     """A Replayer over this test's outbox; keyword tuning (batch_size, max_backoff_s) on top."""
 
     def make(cloud: FakeCloud, sink: FakeSink, **tuning: Any) -> Replayer:
@@ -136,12 +134,12 @@ def replayer(
     return make
 
 
-def dead_letters(db: sqlite_utils.Database) -> list[tuple[str, str]]:
+def dead_letters(db: Database) -> list[tuple[str, str]]:
     return [(w, r) for w, r in db.execute("SELECT write_id, reason FROM sync_dead ORDER BY 1")]
 
 
 def test_an_acked_batch_leaves_the_outbox(
-    state_db: sqlite_utils.Database, outbox: SyncOutbox, replayer: MakeReplayer
+    state_db: Database, outbox: SyncOutbox, replayer: MakeReplayer
 ) -> None:
     ids = queue(state_db, outbox, 3)
     in_flight: list[str | None] = []
@@ -165,7 +163,7 @@ def test_an_acked_batch_leaves_the_outbox(
 
 
 def test_a_partial_ack_sends_the_rest_again(
-    state_db: sqlite_utils.Database, outbox: SyncOutbox, replayer: MakeReplayer
+    state_db: Database, outbox: SyncOutbox, replayer: MakeReplayer
 ) -> None:
     ids = queue(state_db, outbox, 3)
     cloud = FakeCloud([answer(200, {"acked": ids[:2]}), acked_all])
@@ -179,7 +177,7 @@ def test_a_partial_ack_sends_the_rest_again(
 
 
 def test_rejected_writes_are_dead_lettered_with_the_reason(
-    state_db: sqlite_utils.Database, outbox: SyncOutbox, replayer: MakeReplayer
+    state_db: Database, outbox: SyncOutbox, replayer: MakeReplayer
 ) -> None:
     ids = queue(state_db, outbox, 3)
     body = {"acked": [ids[0], ids[2]], "rejected": [{"write_id": ids[1], "reason": "bad kind"}]}
@@ -195,7 +193,7 @@ def test_rejected_writes_are_dead_lettered_with_the_reason(
 
 
 def test_a_version_conflict_applies_updates_forces_the_sync_and_resends(
-    state_db: sqlite_utils.Database, outbox: SyncOutbox, replayer: MakeReplayer
+    state_db: Database, outbox: SyncOutbox, replayer: MakeReplayer
 ) -> None:
     ids = queue(state_db, outbox, 2)
     conflict = {
@@ -216,7 +214,7 @@ def test_a_version_conflict_applies_updates_forces_the_sync_and_resends(
 
 
 def test_conflicts_without_end_give_up_as_a_sync_error_that_is_also_unavailable(
-    state_db: sqlite_utils.Database, outbox: SyncOutbox, replayer: MakeReplayer
+    state_db: Database, outbox: SyncOutbox, replayer: MakeReplayer
 ) -> None:
     queue(state_db, outbox, 2)
     conflict = {"error": "version_conflict", "sync": {"cursor": "c", "version": "v"}}
@@ -232,7 +230,7 @@ def test_conflicts_without_end_give_up_as_a_sync_error_that_is_also_unavailable(
 
 
 def test_a_whole_batch_4xx_halves_down_to_the_poison_write(
-    state_db: sqlite_utils.Database, outbox: SyncOutbox, replayer: MakeReplayer
+    state_db: Database, outbox: SyncOutbox, replayer: MakeReplayer
 ) -> None:
     ids = queue(state_db, outbox, 8)
     poison = ids[5]
@@ -257,7 +255,7 @@ def test_a_whole_batch_4xx_halves_down_to_the_poison_write(
 
 
 def test_an_unavailable_cloud_is_retried_until_it_answers(
-    state_db: sqlite_utils.Database, outbox: SyncOutbox, replayer: MakeReplayer
+    state_db: Database, outbox: SyncOutbox, replayer: MakeReplayer
 ) -> None:
     ids = queue(state_db, outbox, 2)
     cloud = FakeCloud(
@@ -278,7 +276,7 @@ def test_an_unavailable_cloud_is_retried_until_it_answers(
 
 
 def test_drain_with_attempts_gives_up_and_keeps_the_writes(
-    state_db: sqlite_utils.Database, outbox: SyncOutbox, replayer: MakeReplayer
+    state_db: Database, outbox: SyncOutbox, replayer: MakeReplayer
 ) -> None:
     ids = queue(state_db, outbox, 2)
     cloud = FakeCloud([fail(CloudUnavailable("cloud away"))])
@@ -293,7 +291,7 @@ def test_drain_with_attempts_gives_up_and_keeps_the_writes(
 
 
 def test_kick_cuts_a_backoff_short(
-    state_db: sqlite_utils.Database, outbox: SyncOutbox, replayer: MakeReplayer
+    state_db: Database, outbox: SyncOutbox, replayer: MakeReplayer
 ) -> None:
     queue(state_db, outbox, 1)
     failed = asyncio.Event()
@@ -322,7 +320,7 @@ def test_kick_cuts_a_backoff_short(
 
 
 def test_a_forget_between_tries_is_seen_by_the_next_try(
-    state_db: sqlite_utils.Database, outbox: SyncOutbox, replayer: MakeReplayer
+    state_db: Database, outbox: SyncOutbox, replayer: MakeReplayer
 ) -> None:
     ids = queue(state_db, outbox, 3)
 
@@ -346,7 +344,7 @@ def settled_nothing(_body: Body) -> Answer:
 
 
 def test_an_answer_that_settles_nothing_backs_off_warns_once_and_recovers(
-    state_db: sqlite_utils.Database,
+    state_db: Database,
     outbox: SyncOutbox,
     replayer: MakeReplayer,
     caplog: pytest.LogCaptureFixture,
@@ -378,7 +376,7 @@ def test_an_answer_that_settles_nothing_backs_off_warns_once_and_recovers(
 
 
 def test_drain_with_attempts_gives_up_when_nothing_is_settled(
-    state_db: sqlite_utils.Database, outbox: SyncOutbox, replayer: MakeReplayer
+    state_db: Database, outbox: SyncOutbox, replayer: MakeReplayer
 ) -> None:
     queue(state_db, outbox, 2)
     cloud = FakeCloud([settled_nothing])
@@ -392,7 +390,7 @@ def test_drain_with_attempts_gives_up_when_nothing_is_settled(
 
 
 def test_a_redirect_is_a_stall_that_names_its_location(
-    state_db: sqlite_utils.Database, outbox: SyncOutbox, replayer: MakeReplayer
+    state_db: Database, outbox: SyncOutbox, replayer: MakeReplayer
 ) -> None:
     queue(state_db, outbox, 1)
     where = "https://elsewhere.example/v1/a2a/memory/sync"

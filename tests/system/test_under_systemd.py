@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
-import sqlite_utils
 
+from a2a_common.db import Database
 from a2a_common.sqlite import migrate
 from edge.schema import MIGRATIONS
 from tests.conftest import eventually
@@ -331,7 +331,7 @@ def test_an_upgrade_over_an_older_db_migrates_with_a_backup_first(
 ) -> None:
     system.machine.ok(["systemctl", "stop", "a2a-edge"])
     older = tmp_path / "state.db"
-    migrate(sqlite_utils.Database(older), older, MIGRATIONS[:-1])
+    migrate(Database(sqlite3.connect(older)), older, MIGRATIONS[:-1])
     state = system.machine.root / STATE.lstrip("/")
     for name in ("state.db", "state.db-wal", "state.db-shm"):
         (state / name).unlink(missing_ok=True)
