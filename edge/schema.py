@@ -32,4 +32,5 @@ MIGRATIONS: list[Migration] = [
     *outbound.MIGRATIONS_3,  # 17 edge_0007_mqtt_outbox_plain_ids
     *taskmanager_store.MIGRATIONS_3,  # 18 taskmanager_0004_trace_plain_ids
     *cache_schema.MIGRATIONS_6,  # 19 cache_0006_device_state_without_rowid
+    *outbox.MIGRATIONS_3,  # 20 sync_0003_outbox_without_rowid
 ]

@@ -61,11 +61,16 @@ MIGRATIONS_2 = [Migration("taskmanager_0002_workflows_ended_index", _v2)]
 
 
 def _v3(db: sqlite_utils.Database) -> None:
-    """Fewer pages per commit (issue 23): `workflows_status` goes (`workflows_ended` leads
-    with `status` and serves its queries), and trace ids are plain integer ids — an
+    """Fewer pages per commit (issue 23): `workflows_status` goes, and `workflows_ended`
+    holds ended workflows only (its queries name the same statuses), so a running workflow's
+    every change no longer moves its entry; trace ids are plain integer ids — an
     AUTOINCREMENT rewrote `sqlite_sequence`'s page in every commit that traced. A new row's id
     is still larger than every row left (the largest + 1), so `ORDER BY id` keeps its order."""
     db.execute("DROP INDEX workflows_status")
+    db.execute("DROP INDEX workflows_ended")
+    db.execute(
+        f"CREATE INDEX workflows_ended ON workflows (updated_at) WHERE status IN {TERMINAL_SQL}"
+    )
     db.execute(
         """CREATE TABLE workflow_trace_plain (
             id INTEGER PRIMARY KEY,
@@ -152,9 +157,10 @@ class WorkflowStore:
         ids = [
             r[0]
             for r in self._db.execute(
-                "SELECT workflow_id FROM workflows WHERE status IN"
-                f" ({','.join('?' * len(TERMINAL_WORKFLOW))}) AND updated_at < ? LIMIT ?",
-                [*sorted(TERMINAL_WORKFLOW), before, limit],
+                # the statuses as literals: the same words as `workflows_ended`'s WHERE
+                f"SELECT workflow_id FROM workflows WHERE status IN {TERMINAL_SQL}"
+                " AND updated_at < ? LIMIT ?",
+                [before, limit],
             ).fetchall()
         ]
         if ids:
