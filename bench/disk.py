@@ -52,7 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from a2a_common.sqlite import open_state_db
-from bench.benchlib import instant_agents, runtime_stack, stop_all
+from bench.benchlib import instant_agents, record, runtime_stack, stop_all
 from bench.snapshot import fill
 from edge.schema import MIGRATIONS
 from sim.probe import MqttProbe
@@ -258,6 +258,15 @@ def main() -> None:
             row(label, results[(name, pace)], callbacks)
     if traced is not None:
         print(traced)
+    keep(results)
+
+
+def keep(results: dict[Any, Any]) -> None:
+    """The key figures for `bench.summary`: a spoken turn's pace, and back to back."""
+    for pace, suffix in (("paced", ""), ("back to back", "_back_to_back")):
+        record("disk", f"bytes_per_turn{suffix}", round(results[("chat", pace)]["disk"]))
+        job = results[("job", pace)]["disk"]
+        record("disk", f"bytes_per_callback{suffix}", round(job / KINDS["job"][1]))
 
 
 def trace_pass(rig: Rig, work: Path) -> str:
