@@ -218,6 +218,19 @@ def _v5(db: Database) -> None:
     db.execute("CREATE INDEX profile_items_key ON profile_items (key, status)")
 
 
+def _v6(db: sqlite_utils.Database) -> None:
+    """`device_state` keyed by `key` alone (WITHOUT ROWID): a heartbeat or a new active
+    workflow rewrote two b-trees (rows and the key's index), now one (issue 23)."""
+    db.execute(
+        """CREATE TABLE device_state_keyed (
+            key TEXT PRIMARY KEY,
+            value TEXT NOT NULL) WITHOUT ROWID"""
+    )
+    db.execute("INSERT INTO device_state_keyed (key, value) SELECT key, value FROM device_state")
+    db.execute("DROP TABLE device_state")  # secure_delete: its freed pages are zeroed
+    db.execute("ALTER TABLE device_state_keyed RENAME TO device_state")
+
+
 MIGRATIONS = [
     Migration("cache_0001_pairs_sessions_state", _v1),
     Migration("cache_0002_tiers_profile_provenance", _v2),
@@ -225,3 +238,4 @@ MIGRATIONS = [
 MIGRATIONS_3 = [Migration("cache_0003_memory_audit", _v3)]
 MIGRATIONS_4 = [Migration("cache_0004_text_categories", _v4)]
 MIGRATIONS_5 = [Migration("cache_0005_memory_windows", _v5)]
+MIGRATIONS_6 = [Migration("cache_0006_device_state_without_rowid", _v6)]

@@ -160,7 +160,8 @@ class CacheStore:
     def set_state(self, key: str, value: Any) -> None:
         self._db.execute(
             "INSERT INTO device_state (key, value) VALUES (?, ?)"
-            " ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            " ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+            " WHERE value IS NOT excluded.value",  # an unchanged row is not written again
             [key, jsonx.dumps(value)],
         )
 

@@ -121,6 +121,8 @@ class DeviceApp:
     def reap(self) -> None:
         """Delete the MQTT outbox rows the broker has PUBACKed (kept for later when the DB
         refuses: a row left is sent again at the next start, and receivers dedupe)."""
+        if not self.outbox.acked:  # a group commit or the heartbeat took them
+            return
         try:
             with self.work.commits.atomic():
                 self.outbox.reap()

@@ -7,6 +7,13 @@ connection (`wal_autocheckpoint=0`) and checkpoints here instead, in a thread of
 connection of its own (sqlite releases the GIL while it works). Durability is unchanged: a
 commit is durable once it is in the WAL.
 
+Pages are copied back only once the WAL is past `restart_at` (a quarter of the bound: 4 MB by
+default, the cadence of SQLite's own automatic checkpoint, 1,000 pages): the pages a run of
+commits keeps rewriting (the outbox's, the inbox's, an index's last leaf) go into the DB file
+once for all of them. A copy every second, as before, wrote each unit's pages a second time
+when turns come seconds apart — a third of a spoken turn's bytes (issue 23, `bench.disk`).
+A commit is durable once it is in the WAL, so this changes what is written, not what is kept.
+
 Copying pages back is not enough to bound the file. A PASSIVE checkpoint never blocks the
 writer, and under a sustained burst the writer appends while it copies, so the log is never
 wholly copied when the next write begins — and only then does SQLite start the log again from
@@ -61,7 +68,7 @@ from edge.statefiles import StateFiles
 
 log = logging.getLogger(__name__)
 
-EVERY_S = 1.0  # a PASSIVE checkpoint and the state files' check at least this often
+EVERY_S = 1.0  # the state files' check (and a pinned log's) this often
 POLL_S = 0.05  # the WAL file's size is looked at this often
 BUSY_MS = 20  # how long a RESTART/TRUNCATE here may wait (and so hold the writer)
 MAX_BACKOFF_S = 1.0  # retries of a RESTART/TRUNCATE that came back busy
@@ -305,7 +312,8 @@ class Checkpointer:
         self.wal_bytes = self._wal_size()
         over = self.wal_bytes > self.restart_at
         residue = self.residue
-        if not (over or residue or periodic):
+        # copying back a WAL under `restart_at` would only write its pages twice (issue 23)
+        if not (over or residue or (periodic and self._blocked_since is not None)):
             return
         busy, frames, copied = self._checkpoint("PASSIVE")
         self.runs += 1

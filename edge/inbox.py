@@ -37,6 +37,29 @@ def _v2(db: Database) -> None:
 MIGRATIONS_2 = [Migration("edge_0004_inbox_seen_answers", _v2)]
 
 
+def _v3(db: sqlite_utils.Database) -> None:
+    """Keyed by `key` alone (WITHOUT ROWID): every inbound message wrote three b-trees (rows,
+    the key's index, `seen_at`), now two — a WAL frame less per commit (issue 23)."""
+    db.execute(
+        """CREATE TABLE inbox_seen_keyed (
+            key TEXT PRIMARY KEY,
+            topic TEXT NOT NULL,
+            seen_at TEXT NOT NULL,
+            fingerprint TEXT,
+            answer TEXT) WITHOUT ROWID"""
+    )
+    db.execute(
+        "INSERT INTO inbox_seen_keyed (key, topic, seen_at, fingerprint, answer)"
+        " SELECT key, topic, seen_at, fingerprint, answer FROM inbox_seen"
+    )
+    db.execute("DROP TABLE inbox_seen")  # secure_delete: its freed pages are zeroed
+    db.execute("ALTER TABLE inbox_seen_keyed RENAME TO inbox_seen")
+    db.execute("CREATE INDEX inbox_seen_at ON inbox_seen (seen_at)")
+
+
+MIGRATIONS_3 = [Migration("edge_0006_inbox_seen_without_rowid", _v3)]
+
+
 @dataclass(frozen=True)
 class Seen:
     """An applied message's mark: what tells a repeat from a reuse of its id (`fingerprint`),
@@ -88,8 +111,8 @@ class InboxDedupe:
         """Forget up to `limit` marks taken before `before` (a redelivery comes within minutes
         of a crash, not days); inside the caller's transaction. Returns how many."""
         cursor = self._db.execute(
-            "DELETE FROM inbox_seen WHERE rowid IN"
-            " (SELECT rowid FROM inbox_seen WHERE seen_at < ? LIMIT ?)",
+            "DELETE FROM inbox_seen WHERE key IN"
+            " (SELECT key FROM inbox_seen WHERE seen_at < ? LIMIT ?)",
             [before, limit],
         )
         return int(cursor.rowcount)

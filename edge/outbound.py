@@ -51,6 +51,28 @@ def _v2(db: Database) -> None:
 MIGRATIONS_2 = [Migration("edge_0002_inbox_seen_at_index", _v2)]
 
 
+def _v3(db: sqlite_utils.Database) -> None:
+    """Plain integer ids (no AUTOINCREMENT): every insert also rewrote `sqlite_sequence`'s
+    page, a WAL frame per commit that sends anything (issue 23). The outbox gives the ids
+    itself, increasing within a process (`DurableOutbox._new_id`)."""
+    db.execute(
+        """CREATE TABLE mqtt_outbox_plain (
+            id INTEGER PRIMARY KEY,
+            topic TEXT NOT NULL,
+            payload TEXT NOT NULL,
+            qos INTEGER NOT NULL DEFAULT 1,
+            retain INTEGER NOT NULL DEFAULT 0,
+            created_at TEXT NOT NULL)"""
+    )
+    db.execute("INSERT INTO mqtt_outbox_plain SELECT * FROM mqtt_outbox")
+    db.execute("DROP TABLE mqtt_outbox")  # secure_delete: its freed pages are zeroed
+    db.execute("ALTER TABLE mqtt_outbox_plain RENAME TO mqtt_outbox")
+    db.execute("DELETE FROM sqlite_sequence WHERE name IN ('mqtt_outbox', 'mqtt_outbox_plain')")
+
+
+MIGRATIONS_3 = [Migration("edge_0007_mqtt_outbox_plain_ids", _v3)]
+
+
 class Wire(Protocol):
     def publish(
         self,
@@ -72,6 +94,7 @@ class DurableOutbox:
         self._wire: Wire | None = None
         self._in_flight: dict[int, int] = {}  # paho mid -> row id
         self._last_handed = 0  # rows are handed in id order, each once per process
+        self._last_id: int | None = None  # the last id given (the table's largest at start)
         self._acked: list[int] = []
         self._expiring = ""  # topics under it carry a `deadline`: they expire (SPEC 4.2)
 
@@ -102,10 +125,20 @@ class DurableOutbox:
     ) -> None:
         """Call inside the transaction whose change this message reports."""
         self._db.execute(
-            "INSERT INTO mqtt_outbox (topic, payload, qos, retain, created_at)"
-            " VALUES (?, ?, ?, ?, ?)",
-            [topic, jsonx.dumps(payload), qos, int(retain), iso(self._clock.now())],
+            "INSERT INTO mqtt_outbox (id, topic, payload, qos, retain, created_at)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            [self._new_id(), topic, jsonx.dumps(payload), qos, int(retain), iso(self._clock.now())],
         )
+
+    def _new_id(self) -> int:
+        """Larger than any id given or handed in this process: SQLite's own choice (the
+        largest row's + 1) would go back to 1 once the table is empty, under `_last_handed`,
+        and `flush()` would never send the row. A rolled-back insert leaves a gap: harmless."""
+        if self._last_id is None:
+            row = self._db.execute("SELECT coalesce(max(id), 0) FROM mqtt_outbox").fetchone()
+            self._last_id = int(row[0])
+        self._last_id = max(self._last_id, self._last_handed) + 1
+        return self._last_id
 
     def flush(self) -> int:
         """Hand every committed row not yet handed to paho; returns how many."""
@@ -140,6 +173,11 @@ class DurableOutbox:
         row_id = self._in_flight.pop(mid, None)
         if row_id is not None:
             self._acked.append(row_id)
+
+    @property
+    def acked(self) -> int:
+        """PUBACKed rows the next `reap()` deletes."""
+        return len(self._acked)
 
     def reap(self) -> int:
         """Delete the PUBACKed rows (inside the caller's transaction, or one of its own); when

@@ -45,7 +45,10 @@ SHUTDOWN_BUDGET_S = 8.0  # the whole shutdown (systemd's TimeoutStopSec is 10 s)
 WARNINGS_EVERY_S = 30.0
 HEARTBEAT_EVERY_S = 5.0
 DEBUG_BLOCK_S = 3.0
-REAP_AFTER_S = 0.05  # PUBACKed rows are deleted together, or with the next group commit
+# PUBACKed rows are deleted with the next group commit or heartbeat, or after this long in a
+# commit of their own: one more WAL frame and fsync per turn when turns come seconds apart
+# (issue 23; a row left by a crash is only sent again, and receivers dedupe)
+REAP_AFTER_S = 2.0
 
 
 async def _cancel(tasks: list[asyncio.Task[None]], timeout_s: float) -> None:
@@ -308,6 +311,7 @@ class Runtime:
             "cloud": "unreachable" if app.cloud.unreachable else "reachable",
             "loop_lag_ms": round(self._loop_lag * 1000, 1),
             "active_workflows": len(app.tm.active_ids()),
+            "sync_in_flight": app.replayer.in_flight,  # writes in the request being sent
             "experience_mode": app.tm.mode,
             # SPEC 4.2: a standing cancel alarm degrades the service until an agent confirms
             "health": "degraded" if self._problems() or self._alarms else "ok",
@@ -318,6 +322,7 @@ class Runtime:
         try:
             with app.unit():
                 app.memory.store.set_state("runtime_heartbeat", beat)
+                app.outbox.reap()  # the PUBACKed rows go in the same commit
         except StorageUnavailable as exc:
             self._heartbeat_error = str(exc)
         else:

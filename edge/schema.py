@@ -28,4 +28,9 @@ MIGRATIONS: list[Migration] = [
     *consent.MIGRATIONS,  # 13 edge_0005_consent_register
     *cache_schema.MIGRATIONS_5,  # 14 cache_0005_memory_windows
     *taskmanager_watch.MIGRATIONS,  # 15 taskmanager_0003_cancel_confirm
+    *inbox.MIGRATIONS_3,  # 16 edge_0006_inbox_seen_without_rowid
+    *outbound.MIGRATIONS_3,  # 17 edge_0007_mqtt_outbox_plain_ids
+    *taskmanager_store.MIGRATIONS_3,  # 18 taskmanager_0004_trace_plain_ids
+    *cache_schema.MIGRATIONS_6,  # 19 cache_0006_device_state_without_rowid
+    *outbox.MIGRATIONS_3,  # 20 sync_0003_outbox_without_rowid
 ]

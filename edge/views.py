@@ -239,7 +239,8 @@ def sync_status(settings: Settings) -> dict[str, Any]:
         stall = [f"sync makes no progress since {stalled}"] if stalled else []
         return {
             "pending": outbox.pending(),
-            "in_flight": int(outbox.meta("in_flight") or 0),
+            # as of the last heartbeat (a running service's; kept in memory, never in a row)
+            "in_flight": int(cache.state("runtime_heartbeat", {}).get("sync_in_flight") or 0),
             "dead_letters": outbox.dead_count(),
             "oldest_pending": outbox.oldest_created(),
             "cursor": position.cursor,

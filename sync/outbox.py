@@ -46,8 +46,37 @@ def _v2(db: Database) -> None:
     db.execute("CREATE TABLE sync_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
 
 
+def _v3(db: sqlite_utils.Database) -> None:
+    """`sync_outbox` keyed by `write_id` alone (WITHOUT ROWID; a ULID, so new rows go at the
+    end): a queued write and its ack wrote two b-trees each (rows, the key's index), now one
+    (issue 23); `sync_meta` likewise."""
+    db.execute(
+        """CREATE TABLE sync_outbox_keyed (
+            write_id TEXT PRIMARY KEY,
+            kind TEXT NOT NULL,
+            payload TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            last_error TEXT) WITHOUT ROWID"""
+    )
+    db.execute(
+        "INSERT INTO sync_outbox_keyed (write_id, kind, payload, created_at, attempts,"
+        " last_error) SELECT write_id, kind, payload, created_at, attempts, last_error"
+        " FROM sync_outbox"
+    )
+    db.execute("DROP TABLE sync_outbox")  # secure_delete: its freed pages are zeroed
+    db.execute("ALTER TABLE sync_outbox_keyed RENAME TO sync_outbox")
+    db.execute(
+        "CREATE TABLE sync_meta_keyed (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID"
+    )
+    db.execute("INSERT INTO sync_meta_keyed (key, value) SELECT key, value FROM sync_meta")
+    db.execute("DROP TABLE sync_meta")
+    db.execute("ALTER TABLE sync_meta_keyed RENAME TO sync_meta")
+
+
 MIGRATIONS = [Migration("sync_0001_outbox", _v1)]
 MIGRATIONS_2 = [Migration("sync_0002_dead_letters_meta", _v2)]
+MIGRATIONS_3 = [Migration("sync_0003_outbox_without_rowid", _v3)]
 
 
 class SyncOutbox:

@@ -215,9 +215,9 @@ class Replayer:
             "sync": {"cursor": sync.cursor, "version": sync.version},
             "writes": [w.wire() for w in batch],
         }
+        # in memory only (the heartbeat shows it): two commits a request cost more bytes than
+        # the turn's own, and after a crash nothing is in flight whatever the DB says
         self.in_flight = len(batch)
-        with self._atomic():
-            self._outbox.set_meta("in_flight", str(len(batch)))
         location: str | None = None
         try:
             # one try per request: retries go through `drain`, which reads the batch again
@@ -236,8 +236,6 @@ class Replayer:
             raise
         finally:
             self.in_flight = 0
-            with self._atomic():
-                self._outbox.set_meta("in_flight", "0")
         return plan_answer(
             batch,
             status,

@@ -59,6 +59,38 @@ def _v2(db: Database) -> None:
 MIGRATIONS_2 = [Migration("taskmanager_0002_workflows_ended_index", _v2)]
 
 
+def _v3(db: sqlite_utils.Database) -> None:
+    """Fewer pages per commit (issue 23): `workflows_status` goes, and `workflows_ended`
+    holds ended workflows only (its queries name the same statuses), so a running workflow's
+    every change no longer moves its entry; trace ids are plain integer ids — an
+    AUTOINCREMENT rewrote `sqlite_sequence`'s page in every commit that traced. A new row's id
+    is still larger than every row left (the largest + 1), so `ORDER BY id` keeps its order."""
+    db.execute("DROP INDEX workflows_status")
+    db.execute("DROP INDEX workflows_ended")
+    db.execute(
+        f"CREATE INDEX workflows_ended ON workflows (updated_at) WHERE status IN {TERMINAL_SQL}"
+    )
+    db.execute(
+        """CREATE TABLE workflow_trace_plain (
+            id INTEGER PRIMARY KEY,
+            workflow_id TEXT NOT NULL,
+            ts TEXT NOT NULL,
+            etag INTEGER,
+            kind TEXT NOT NULL,
+            detail TEXT NOT NULL)"""
+    )
+    db.execute("INSERT INTO workflow_trace_plain SELECT * FROM workflow_trace")
+    db.execute("DROP TABLE workflow_trace")  # secure_delete: its freed pages are zeroed
+    db.execute("ALTER TABLE workflow_trace_plain RENAME TO workflow_trace")
+    db.execute("CREATE INDEX workflow_trace_wf ON workflow_trace (workflow_id, id)")
+    db.execute(
+        "DELETE FROM sqlite_sequence WHERE name IN ('workflow_trace', 'workflow_trace_plain')"
+    )
+
+
+MIGRATIONS_3 = [Migration("taskmanager_0004_trace_plain_ids", _v3)]
+
+
 class WorkflowStore:
     def __init__(self, *, db: Database) -> None:
         self._db = db
@@ -124,9 +156,10 @@ class WorkflowStore:
         ids = [
             r[0]
             for r in self._db.execute(
-                "SELECT workflow_id FROM workflows WHERE status IN"
-                f" ({','.join('?' * len(TERMINAL_WORKFLOW))}) AND updated_at < ? LIMIT ?",
-                [*sorted(TERMINAL_WORKFLOW), before, limit],
+                # the statuses as literals: the same words as `workflows_ended`'s WHERE
+                f"SELECT workflow_id FROM workflows WHERE status IN {TERMINAL_SQL}"
+                " AND updated_at < ? LIMIT ?",
+                [before, limit],
             ).fetchall()
         ]
         if ids:
