@@ -218,7 +218,7 @@ def _v5(db: Database) -> None:
     db.execute("CREATE INDEX profile_items_key ON profile_items (key, status)")
 
 
-def _v6(db: sqlite_utils.Database) -> None:
+def _v6(db: Database) -> None:
     """`device_state` keyed by `key` alone (WITHOUT ROWID): a heartbeat or a new active
     workflow rewrote two b-trees (rows and the key's index), now one (issue 23)."""
     db.execute(

@@ -37,7 +37,7 @@ def _v2(db: Database) -> None:
 MIGRATIONS_2 = [Migration("edge_0004_inbox_seen_answers", _v2)]
 
 
-def _v3(db: sqlite_utils.Database) -> None:
+def _v3(db: Database) -> None:
     """Keyed by `key` alone (WITHOUT ROWID): every inbound message wrote three b-trees (rows,
     the key's index, `seen_at`), now two — a WAL frame less per commit (issue 23)."""
     db.execute(

@@ -51,7 +51,7 @@ def _v2(db: Database) -> None:
 MIGRATIONS_2 = [Migration("edge_0002_inbox_seen_at_index", _v2)]
 
 
-def _v3(db: sqlite_utils.Database) -> None:
+def _v3(db: Database) -> None:
     """Plain integer ids (no AUTOINCREMENT): every insert also rewrote `sqlite_sequence`'s
     page, a WAL frame per commit that sends anything (issue 23). The outbox gives the ids
     itself, increasing within a process (`DurableOutbox._new_id`)."""

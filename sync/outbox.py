@@ -46,7 +46,7 @@ def _v2(db: Database) -> None:
     db.execute("CREATE TABLE sync_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
 
 
-def _v3(db: sqlite_utils.Database) -> None:
+def _v3(db: Database) -> None:
     """`sync_outbox` keyed by `write_id` alone (WITHOUT ROWID; a ULID, so new rows go at the
     end): a queued write and its ack wrote two b-trees each (rows, the key's index), now one
     (issue 23); `sync_meta` likewise."""

@@ -59,7 +59,7 @@ def _v2(db: Database) -> None:
 MIGRATIONS_2 = [Migration("taskmanager_0002_workflows_ended_index", _v2)]
 
 
-def _v3(db: sqlite_utils.Database) -> None:
+def _v3(db: Database) -> None:
     """Fewer pages per commit (issue 23): `workflows_status` goes, and `workflows_ended`
     holds ended workflows only (its queries name the same statuses), so a running workflow's
     every change no longer moves its entry; trace ids are plain integer ids — an
