@@ -45,6 +45,7 @@ from taskmanager.model import (
     ACTIVE_STEP,
     Step,
     Workflow,
+    clone,
 )
 from taskmanager.steps import cancel_step, cancel_task, end_step, fail
 
@@ -389,7 +390,7 @@ def _on_submit(board: Board, ev: Submit, ctx: Ctx) -> None:
     if ev.workflow.workflow_id in board.workflows:
         ctx.effects.append(Ignored("duplicate", f"{ev.workflow.workflow_id} is active"))
         return
-    wf = copy.deepcopy(ev.workflow)
+    wf = clone(ev.workflow)  # the submitted one is the caller's: never changed
     ctx.adopt(wf)
     if wf.experience_state is not None:
         ctx.trace(
