@@ -89,6 +89,7 @@ class DeviceApp:
         self.memory_ops = memory_ops
         self.checkpointer = checkpointer
         self.reports = reports
+        reports.on_batched = self.replayer.notify  # a burst's terminal reports go batched
         self._wire: Wire | None = None
         self.take_turn = turns.take_turn
         self.close_turn = turns.close_turn

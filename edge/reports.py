@@ -2,7 +2,14 @@
 that caused them, through one worker (one request in flight, in order). A terminal report the
 cloud does not take goes through the sync outbox as a `task_terminal` write. Without a worker
 (the CLI while no service runs) it goes there at once, in the unit of work that caused it, so
-the service sends it when it next starts."""
+the service sends it when it next starts.
+
+A burst batches: once BACKLOG reports wait for the worker (a slow or distant cloud, a burst of
+workflows ending), a terminal report that asks no decision goes into the sync outbox as a
+`task_terminal` write in the unit of work that caused it — on disk with the change, sent by the
+replayer up to `sync.batch_size` a request — instead of one request each behind the queue. The
+cloud takes both paths (SPEC §3.3); the report's `workflow.etag` orders them. Decision reports
+always go through the worker, which answers them."""
 
 from __future__ import annotations
 
@@ -22,6 +29,7 @@ from taskmanager.events import Report
 
 log = logging.getLogger(__name__)
 EVENTS_PATH = "/v1/a2a/workflow/events"
+BACKLOG = 16  # reports waiting for the worker past which terminal ones go batched
 Unit = Callable[[], AbstractContextManager[Any]]
 
 
@@ -43,17 +51,33 @@ class Reports:
         self._deadline_s = deadline_s
         self._live = live
         self._queue: asyncio.Queue[Report] = asyncio.Queue()
+        self.on_batched: Callable[[], object] = lambda: None  # the replayer's `notify`
+        self.batched = 0  # terminal reports sent through the sync outbox, this process
 
-    def settle(self, reports: list[Report]) -> None:
-        """Inside the unit of work that caused them."""
+    def settle(self, reports: list[Report]) -> list[Report]:
+        """Inside the unit of work that caused them; returns those the worker sends (the
+        caller hands them to `committed` after the commit)."""
         if not self._live:
             for report in reports:
                 self._undelivered(report, "no service runs")
+            return []
+        for_worker: list[Report] = []
+        for report in reports:
+            waiting = self._queue.qsize() + len(for_worker)
+            if report.terminal and not report.decision_requested and waiting >= BACKLOG:
+                self._sync.enqueue([SyncWrite("task_terminal", self._body(report))])
+                self.batched += 1
+            else:
+                for_worker.append(report)
+        return for_worker
 
-    def committed(self, reports: list[Report]) -> None:
-        if self._live:
-            for report in reports:
-                self._queue.put_nowait(report)
+    def committed(self, reports: list[Report], batched: bool = False) -> None:
+        """After the commit: the worker's reports are queued, the replayer told of the
+        batched ones."""
+        for report in reports:
+            self._queue.put_nowait(report)
+        if batched:
+            self.on_batched()
 
     async def run(self, *, unit: Unit, decide: Callable[[str, Any], None]) -> None:
         """The worker: `decide(workflow_id, decision)` applies a supervisor's answer."""
