@@ -227,17 +227,18 @@ class Replayer:
             )
         except CloudRejected as exc:
             status, answer, location = exc.status, exc.body, exc.location
-        except CloudBadResponse as exc:  # it answered, with nothing usable: a stall too
-            self._note_error(batch, str(exc))
-            self._stalled(str(exc))
-            raise NoProgress(str(exc)) from exc
-        except CloudUnavailable as exc:
-            self._note_error(batch, str(exc))
-            raise
-        finally:
+        except BaseException as exc:
             self.in_flight = 0
             with self._atomic():
                 self._outbox.set_meta("in_flight", "0")
+            if isinstance(exc, CloudBadResponse):  # it answered, with nothing usable: a stall
+                self._note_error(batch, str(exc))
+                self._stalled(str(exc))
+                raise NoProgress(str(exc)) from exc
+            if isinstance(exc, CloudUnavailable):
+                self._note_error(batch, str(exc))
+            raise
+        self.in_flight = 0  # on disk with the answer (`_apply`): one commit, not two
         return plan_answer(
             batch,
             status,
@@ -256,6 +257,7 @@ class Replayer:
         """The answer, atomically: acks, dead letters, updates and the sync position together."""
         by_id = {w.write_id: w for w in batch}
         with self._atomic():
+            self._outbox.set_meta("in_flight", "0")
             self._outbox.ack(plan.ack)
             self._sink.acked([by_id[w] for w in plan.ack])
             self._outbox.kill(plan.dead)
