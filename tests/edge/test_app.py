@@ -232,6 +232,27 @@ def test_past_a_backlog_terminal_reports_go_batched_through_the_sync_outbox(robo
     assert not any(body["decision_requested"] for body in bodies)
 
 
+def test_the_worker_finding_a_backlog_batches_it_and_sends_none_one_by_one(robot: Robot) -> None:
+    for n in range(7):
+        robot.push({**MOVE_PURIFY, "workflow_id": f"wf-{n}"})
+        robot.callback(f"wf-{n}:step_move", 1, "COMPLETED", evidence={"arrived_room": "안방"})
+        robot.callback(f"wf-{n}:step_purify", 1, "COMPLETED")
+    told: list[int] = []
+    robot.app.reports.on_batched = lambda: told.append(1)
+
+    async def worker() -> None:
+        task = asyncio.create_task(robot.app.run_reporter())
+        deadline = time.monotonic() + 5
+        while not told and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        task.cancel()
+
+    asyncio.run(worker())
+    assert told and robot.app.reports._queue.empty()
+    assert robot.rows("SELECT count(*) FROM sync_outbox WHERE kind = 'task_terminal'") == [(21,)]
+    assert "/v1/a2a/workflow/events" not in robot.cloud.paths()
+
+
 def test_a_callback_for_an_unknown_task_is_refused_and_writes_nothing(robot: Robot) -> None:
     robot.callback("wf-x:step", 1, "RUNNING")
     [refusal] = robot.wire.on("runtime/error")
