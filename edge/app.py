@@ -91,6 +91,7 @@ class DeviceApp:
         self.reports = reports
         reports.on_batched = self.replayer.notify  # a burst's terminal reports go batched
         self._wire: Wire | None = None
+        self._closed = False
         self.take_turn = turns.take_turn
         self.close_turn = turns.close_turn
         self.close_unanswered = turns.close_unanswered
@@ -121,7 +122,11 @@ class DeviceApp:
 
     def reap(self) -> None:
         """Delete the MQTT outbox rows the broker has PUBACKed (kept for later when the DB
-        refuses: a row left is sent again at the next start, and receivers dedupe)."""
+        refuses: a row left is sent again at the next start, and receivers dedupe). After
+        `close` (a PUBACK's reap timer firing while asyncio.run winds down) nothing: the rows
+        left are sent again at the next start."""
+        if self._closed:
+            return
         try:
             with self.work.commits.atomic():
                 self.outbox.reap()
@@ -141,6 +146,7 @@ class DeviceApp:
         except (TimeoutError, OSError) as exc:
             log.warning("closing the cloud client: %r", exc)
         self.checkpointer.close()
+        self._closed = True
         self.memory.db.close()
 
     def dead_letter(self, topic: str, payload: bytes, error: str) -> None:
