@@ -89,7 +89,6 @@ class DeviceApp:
         self.memory_ops = memory_ops
         self.checkpointer = checkpointer
         self.reports = reports
-        reports.on_batched = self.replayer.notify  # a burst's terminal reports go batched
         self._wire: Wire | None = None
         self._closed = False
         self.take_turn = turns.take_turn

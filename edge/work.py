@@ -15,7 +15,6 @@ from cache.promotion import StepOutcome, observed_candidates
 from edge.commits import Commits
 from edge.reports import Reports
 from sync.outbox import SyncOutbox
-from taskmanager.events import Report
 from taskmanager.model import Workflow
 from taskmanager.service import Result, TaskManager
 
@@ -48,9 +47,8 @@ class Work:
         try:
             with self.commits.atomic():
                 yield result
-                for_worker = self._settle(result)
-                batched = len(for_worker) < len(result.reports)
-                self.commits.after_commit(partial(self._committed, result, for_worker, batched))
+                self._settle(result)
+                self.commits.after_commit(partial(self._committed, result))
         except BaseException:
             self.tm.reload()
             raise
@@ -69,8 +67,7 @@ class Work:
     def after_commit(self, fn: Callable[[], object]) -> None:
         self.commits.after_commit(fn)
 
-    def _settle(self, result: Result) -> list[Report]:
-        """Returns the reports left for the report worker."""
+    def _settle(self, result: Result) -> None:
         if result.accepted:
             self._memory.store.set_state("active_workflow_id", result.accepted[-1])
         for wf in result.finished:
@@ -78,7 +75,7 @@ class Work:
             if self._memory.state("active_workflow_id") == wf.workflow_id:
                 active = self.tm.active_ids()
                 self._memory.store.set_state("active_workflow_id", active[-1] if active else "")
-        return self._reports.settle(result.reports)
+        self._reports.settle(result.reports)
 
     def _observe(self, wf: Workflow) -> list[SyncWrite]:
         """Personalization from what the robot did (SPEC §5.4), tied to the turn's pair."""
@@ -91,8 +88,8 @@ class Work:
             observed_candidates(outcomes), pair_id=wf.pair_id, session_id=wf.session_id
         )
 
-    def _committed(self, result: Result, for_worker: list[Report], batched: bool) -> None:
-        self._reports.committed(for_worker, batched)
+    def _committed(self, result: Result) -> None:
+        self._reports.committed(result.reports)
         for ignored in result.ignored:
             log.info("taskmanager ignored an input: %s (%s)", ignored.reason, ignored.detail)
         self.wake.set()

@@ -17,7 +17,6 @@ from a2a_common.clock import ManualClock
 from a2a_common.sqlite import StorageUnavailable
 from edge.app import DeviceApp
 from edge.config import Secrets, Settings
-from edge.reports import BACKLOG
 from edge.topics import (
     AdminRequestMsg,
     Arrival,
@@ -210,47 +209,6 @@ def test_callbacks_move_the_workflow_and_a_repeat_is_applied_once(robot: Robot) 
     assert robot.events(None)[-1] == "WORKFLOW_COMPLETED"
     assert robot.app.tm.active_ids() == []
     assert robot.app.memory.state("active_workflow_id") == ""
-
-
-def test_past_a_backlog_terminal_reports_go_batched_through_the_sync_outbox(robot: Robot) -> None:
-    """No worker runs here: the queue only grows. The first BACKLOG reports wait for it;
-    later terminal ones are `task_terminal` writes, on disk with their change, and the
-    replayer is told; the contract's body each time."""
-    notified: list[int] = []
-    robot.app.reports.on_batched = lambda: notified.append(1)
-    for n in range(7):  # 3 terminal reports each: step, step, workflow
-        wf = {**MOVE_PURIFY, "workflow_id": f"wf-{n}"}
-        robot.push(wf)
-        robot.callback(f"wf-{n}:step_move", 1, "COMPLETED", evidence={"arrived_room": "안방"})
-        robot.callback(f"wf-{n}:step_purify", 1, "COMPLETED")
-    assert robot.app.reports._queue.qsize() == BACKLOG
-    rows = robot.rows("SELECT kind, payload FROM sync_outbox WHERE kind = 'task_terminal'")
-    assert len(rows) == 21 - BACKLOG == robot.app.reports.batched and notified
-    bodies = [json.loads(payload) for _, payload in rows]
-    assert bodies[-1]["workflow_id"] == "wf-6" and bodies[-1]["device_id"] == "robot-app"
-    assert bodies[-1]["event"]["status"] == "WORKFLOW_COMPLETED"
-    assert not any(body["decision_requested"] for body in bodies)
-
-
-def test_the_worker_finding_a_backlog_batches_it_and_sends_none_one_by_one(robot: Robot) -> None:
-    for n in range(7):
-        robot.push({**MOVE_PURIFY, "workflow_id": f"wf-{n}"})
-        robot.callback(f"wf-{n}:step_move", 1, "COMPLETED", evidence={"arrived_room": "안방"})
-        robot.callback(f"wf-{n}:step_purify", 1, "COMPLETED")
-    told: list[int] = []
-    robot.app.reports.on_batched = lambda: told.append(1)
-
-    async def worker() -> None:
-        task = asyncio.create_task(robot.app.run_reporter())
-        deadline = time.monotonic() + 5
-        while not told and time.monotonic() < deadline:
-            await asyncio.sleep(0.01)
-        task.cancel()
-
-    asyncio.run(worker())
-    assert told and robot.app.reports._queue.empty()
-    assert robot.rows("SELECT count(*) FROM sync_outbox WHERE kind = 'task_terminal'") == [(21,)]
-    assert "/v1/a2a/workflow/events" not in robot.cloud.paths()
 
 
 def test_a_callback_for_an_unknown_task_is_refused_and_writes_nothing(robot: Robot) -> None:
