@@ -11,14 +11,12 @@ its table API and CLI, which the runtime never calls; tests and benchmarks still
 from __future__ import annotations
 
 import contextlib
-import itertools
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 # statements that open or end a transaction themselves: never committed behind the caller
 _CONTROL = frozenset({"BEGIN", "COMMIT", "END", "ROLLBACK", "SAVEPOINT", "RELEASE"})
-_savepoints = itertools.count(1)
 
 
 def first_keyword(sql: str) -> str:
@@ -76,7 +74,9 @@ class Database:
         back when it raises."""
         conn = self.conn
         if conn.in_transaction:
-            savepoint = f"a2a_{next(_savepoints)}"
+            # one name for every level: SQLite resolves it to the most recent savepoint of that
+            # name, and blocks nest; a new name each time is a new SQL text, parsed again
+            savepoint = "a2a_sp"
             conn.execute(f"SAVEPOINT {savepoint};")
             try:
                 yield self

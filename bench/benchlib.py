@@ -46,11 +46,15 @@ def proc_stat(pid: int) -> tuple[int, float]:
 
 
 def runtime_stack(
-    work: Path, metrics_port: int | None = None, python: str | None = None
+    work: Path,
+    metrics_port: int | None = None,
+    python: str | None = None,
+    sections: dict[str, Any] | None = None,
 ) -> tuple[Mosquitto, SimCloud, RuntimeProcess]:
     """A private Mosquitto, the sim cloud, and `robot-bench`'s runtime (not started yet),
     with its /metrics on `metrics_port` when given, run by `python` when given: then as that
-    venv installed it (its byte code compiled by pip, as on a robot), not from this tree."""
+    venv installed it (its byte code compiled by pip, as on a robot), not from this tree; and
+    more config `sections` (e.g. `{"taskmanager": {"cancel_confirm_s": 0.5}}`) when given."""
     broker = Mosquitto(work / "broker")
     broker.start()
     cloud = SimCloud().start()
@@ -63,6 +67,7 @@ def runtime_stack(
     }
     if metrics_port is not None:
         values["metrics"] = {"enabled": True, "port": metrics_port}
+    values.update(sections or {})
     config = write_config(work / "config.toml", values)
     if python is None:
         return broker, cloud, RuntimeProcess(config, work)

@@ -16,12 +16,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from bench.benchlib import pct, record, stop_all
-from sim.broker import Mosquitto
-from sim.cloud import SimCloud
+from bench.benchlib import pct, record, runtime_stack, stop_all
 from sim.devices import Behavior, DeviceAgents
 from sim.mqttc import start_client
-from sim.processes import RuntimeProcess, write_config
 
 ROOT = "a2a/robot-bench"
 OPS = ("mobility.move_to_room", "speaker.say", "display.show_content")
@@ -34,6 +31,23 @@ def workflow(workflow_id: str) -> dict[str, Any]:
         for op in OPS
     ]  # fmt: skip
     return {"workflow_id": workflow_id, "steps": steps}
+
+
+Want = Callable[[str, Any], bool]
+
+
+def running(task_id: str) -> Want:
+    return lambda _topic, body: body.get("task_id") == task_id and body.get("status") == "RUNNING"
+
+
+def cancel_of(workflow_id: str) -> Want:
+    return lambda topic, body: "/task/cancel/" in topic and body.get("workflow_id") == workflow_id
+
+
+def safe_stop_of(workflow_id: str) -> Want:
+    return lambda _topic, body: (
+        bool(body.get("safe_stop") is True) and (body.get("workflow_id") == workflow_id)
+    )
 
 
 class Wire:
@@ -79,18 +93,8 @@ class Wire:
 
 
 def run(runs: int, window: float, work: Path) -> None:
-    broker = Mosquitto(work / "broker")
-    broker.start()
-    cloud = SimCloud().start()
-    values: dict[str, Any] = {
-        "device_id": "robot-bench",
-        "state_dir": str(work / "state"),
-        "mqtt": {"port": broker.port},
-        "cloud": {"base_url": cloud.url},
-        "log": {"level": "WARNING"},
-        "taskmanager": {"cancel_confirm_s": window},
-    }
-    runtime = RuntimeProcess(write_config(work / "config.toml", values), work)
+    sections = {"taskmanager": {"cancel_confirm_s": window}}
+    broker, cloud, runtime = runtime_stack(work, sections=sections)
     runtime.start()
     agents = DeviceAgents(broker.port, ROOT, behaviors={op: Behavior("hold") for op in OPS})
     wire = Wire(broker.port)
@@ -103,20 +107,11 @@ def run(runs: int, window: float, work: Path) -> None:
             wire.publish(f"{ROOT}/workflow/request", workflow(wf))
             for op in OPS:
                 task = f"{wf}:{op.replace('.', '_')}"
-                wire.wait(
-                    lambda t, b, task=task: (
-                        b.get("task_id") == task and b.get("status") == "RUNNING"
-                    ),
-                    1,
-                )
+                wire.wait(running(task), 1)
             pressed = wire.publish(f"{ROOT}/pui/event", {"event_id": f"p{n}", "kind": "cancel"})
-            last = wire.wait(
-                lambda t, b, wf=wf: "/task/cancel/" in t and b.get("workflow_id") == wf, len(OPS)
-            )
+            last = wire.wait(cancel_of(wf), len(OPS))
             if hung:
-                stop = wire.wait(
-                    lambda t, b, wf=wf: b.get("safe_stop") is True and b.get("workflow_id") == wf, 1
-                )
+                stop = wire.wait(safe_stop_of(wf), 1)
                 to_stop.append((stop - pressed) * 1000)
                 agents.release(f"{wf}:mobility_move_to_room")
             else:

@@ -25,7 +25,16 @@ from typing import Any
 
 import paho.mqtt.client as paho
 
-from bench.benchlib import instant_agents, pct, quantile, record, runtime_stack, scrape, stop_all
+from bench.benchlib import (
+    instant_agents,
+    pct,
+    proc_stat,
+    quantile,
+    record,
+    runtime_stack,
+    scrape,
+    stop_all,
+)
 from sim.broker import free_port
 from sim.devices import DeviceAgents
 from sim.mqttc import start_client
@@ -151,18 +160,23 @@ def main() -> None:
             loop = ClosedLoop(broker.port, args.active)
             loop.submitted = base = 10_000
             before = callbacks_taken(scrape(metrics_port))
+            assert runtime.proc is not None
+            cpu0 = proc_stat(runtime.proc.pid)[1]
             t0 = time.monotonic()
             loop.start()
             time.sleep(args.seconds)
             done = loop.stop()
             elapsed = time.monotonic() - t0
+            cpu = proc_stat(runtime.proc.pid)[1] - cpu0
             time.sleep(0.5)
             metrics = scrape(metrics_port)
-            rate = (callbacks_taken(metrics) - before) / elapsed
+            taken = callbacks_taken(metrics) - before
+            rate = taken / elapsed
             sustained = [gap_ms(agents, n, n % 2) for n in done]
 
             probe = MqttProbe(broker.port, [EVENTS])
             base = 20_000
+            cpu0 = proc_stat(runtime.proc.pid)[1]
             t0 = time.monotonic()
             for n in range(base, base + args.workflows):
                 probe.publish(f"{ROOT}/workflow/request", two_step(n))
@@ -173,6 +187,7 @@ def main() -> None:
                 timeout_s=600,
             )
             burst_rate = args.workflows / (time.monotonic() - t0)
+            burst_cpu = proc_stat(runtime.proc.pid)[1] - cpu0
             burst = [gap_ms(agents, n) for n in range(base, base + args.workflows)]
         finally:
             stop_all(probe, agents, runtime, cloud, broker)
@@ -201,14 +216,18 @@ def main() -> None:
     line("step COMPLETED -> dependant command", sustained)
     own(metrics)
     print(f"  inbound messages per group commit (mean)     {batch:8.2f}")
+    print(f"  runtime CPU per callback (/proc, all threads) {1000 * cpu / max(taken, 1):7.2f} ms")
     print(f"{args.workflows} two-step workflows in one burst")
     print(f"  completed workflows                          {burst_rate:8.1f} /s")
     line("step COMPLETED -> dependant command", burst)
+    per_workflow = 1000 * burst_cpu / args.workflows
+    print(f"  runtime CPU per workflow (/proc, all threads) {per_workflow:7.2f} ms")
     record("taskmanager", "completed_to_command_p99_ms", round(pct(unloaded, 0.99), 2))
     device_p99 = quantile(unloaded_metrics, "a2a_callback_device_seconds", 0.99) * 1000
     record("taskmanager", "device_p99_ms", round(device_p99, 2))
     record("taskmanager", "callbacks_s", round(rate, 1))
     record("taskmanager", "burst_workflows_s", round(burst_rate, 1))
+    record("taskmanager", "cpu_ms_per_callback", round(1000 * cpu / max(taken, 1), 2))
 
 
 if __name__ == "__main__":

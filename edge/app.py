@@ -90,6 +90,7 @@ class DeviceApp:
         self.checkpointer = checkpointer
         self.reports = reports
         self._wire: Wire | None = None
+        self._closed = False
         self.take_turn = turns.take_turn
         self.close_turn = turns.close_turn
         self.close_unanswered = turns.close_unanswered
@@ -120,8 +121,10 @@ class DeviceApp:
 
     def reap(self) -> None:
         """Delete the MQTT outbox rows the broker has PUBACKed (kept for later when the DB
-        refuses: a row left is sent again at the next start, and receivers dedupe)."""
-        if not self.outbox.acked:  # a group commit or the heartbeat took them
+        refuses: a row left is sent again at the next start, and receivers dedupe). Nothing
+        when a group commit or the heartbeat took them, or after `close` (a PUBACK's reap timer
+        firing while asyncio.run winds down: the rows left are sent again at the next start)."""
+        if self._closed or not self.outbox.acked:
             return
         try:
             with self.work.commits.atomic():
@@ -142,6 +145,7 @@ class DeviceApp:
         except (TimeoutError, OSError) as exc:
             log.warning("closing the cloud client: %r", exc)
         self.checkpointer.close()
+        self._closed = True
         self.memory.db.close()
 
     def dead_letter(self, topic: str, payload: bytes, error: str) -> None:

@@ -4,14 +4,13 @@ the core settles and stamps them."""
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from taskmanager.board import Board
 from taskmanager.events import Effect, Trace
-from taskmanager.model import Step, Workflow
+from taskmanager.model import Step, Workflow, clone
 
 
 @dataclass(frozen=True)
@@ -35,10 +34,7 @@ class Ctx:
         """The workflow, copied on first write: the input board is never mutated. Steps are
         copied one level deep; the core replaces, never mutates, their dicts and lists."""
         if workflow_id not in self._owned:
-            old = self.board.workflows[workflow_id]
-            wf = copy.copy(old)
-            wf.steps = [copy.copy(step) for step in old.steps]
-            self.board.workflows[workflow_id] = wf
+            self.board.workflows[workflow_id] = clone(self.board.workflows[workflow_id])
             self._owned.add(workflow_id)
         return self.board.workflows[workflow_id]
 
