@@ -6,7 +6,9 @@ for the agent's COMPLETED callback; huey stores what the task returns.
 One paho client for the whole consumer process, its network loop in paho's thread
 (`loop_start`), Nagle off (TCP_NODELAY, as ours); the worker threads publish through it and
 wait on an event each, found by `task_id` when the callback arrives. The producer side
-(`job_task`) only enqueues.
+(`job_task`) only enqueues. A step holds its operation's resource as ours does (the catalog's
+`speaker.say` takes `voice`: the robot does not say two things at once), with a lock per
+resource in the consumer: without it the peer would run in parallel what ours must not.
 
     .venv/bin/python -m bench.huey_peer --db huey.db --port 1883 --root a2a/robot-bench --workers 4
 """
@@ -27,6 +29,8 @@ from huey.api import TaskWrapper
 from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
 
 WAIT_S = 30.0
+RESOURCES = {("speaker", "say"): "voice"}  # the catalog's, for the operations the bench runs
+_held: dict[str, threading.Lock] = {}
 
 
 def _no_delay(_client: paho.Client, _userdata: Any, sock: Any) -> None:
@@ -111,7 +115,13 @@ def run_step(step: dict[str, Any], workflow_id: str) -> dict[str, Any]:
         "ack_deadline": iso(now + timedelta(seconds=5)),
         "deadline": iso(now + timedelta(seconds=60)),
     }
-    callback = _correlator.run(command)
+    resource = RESOURCES.get((step["capability_id"], step["operation_id"]))
+    lock = _held.setdefault(resource, threading.Lock()) if resource else None
+    if lock is None:
+        callback = _correlator.run(command)
+    else:
+        with lock:
+            callback = _correlator.run(command)
     return {"task_id": command["task_id"], "status": callback["status"]}
 
 
