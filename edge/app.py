@@ -19,7 +19,7 @@ from typing import Any
 
 from a2a_common import jsonx
 from a2a_common.clock import iso
-from a2a_common.sqlite import StorageUnavailable
+from a2a_common.sqlite import StorageError, StorageUnavailable
 from edge import timings
 from edge.app_consent import ConsentInputs
 from edge.app_turns import TurnInputs, fingerprint
@@ -139,6 +139,10 @@ class DeviceApp:
 
     async def close(self, timeout_s: float = 2.0) -> None:
         """Bounded: a cloud connection that hangs (TLS) does not hold the process."""
+        try:
+            self.reports.keep_left(self.unit)
+        except StorageError as exc:  # they are lost with the process, as at a power cut
+            log.warning("undelivered workflow reports not kept: %s", exc)
         self.outbox.reap()
         try:
             await asyncio.wait_for(self.cloud.aclose(), timeout_s)

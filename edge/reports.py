@@ -43,6 +43,7 @@ class Reports:
         self._deadline_s = deadline_s
         self._live = live
         self._queue: asyncio.Queue[Report] = asyncio.Queue()
+        self._sending: tuple[Report, dict[str, Any]] | None = None  # left set if cancelled
 
     def settle(self, reports: list[Report]) -> None:
         """Inside the unit of work that caused them."""
@@ -64,22 +65,40 @@ class Reports:
             except Exception:  # never let one report stop the worker
                 log.exception("reporting workflow %s failed", report.workflow_id)
 
+    def keep_left(self, unit: Unit) -> int:
+        """At a stop: the terminal reports not delivered yet (queued, or the one in flight) go
+        through the sync outbox, in one unit (SPEC §6: a clean stop loses no write). The one in
+        flight may have reached the cloud: it keeps its request_id, so the cloud can tell."""
+        left = [self._sending] if self._sending is not None else []
+        while not self._queue.empty():
+            report = self._queue.get_nowait()
+            left.append((report, self._body(report)))
+        kept = [(report, body) for report, body in left if report.terminal]
+        if kept:
+            with unit():
+                for report, body in kept:
+                    self._undelivered(report, "the service stopped", body)
+        return len(kept)
+
     def _body(self, report: Report) -> dict[str, Any]:
         return {"request_id": new_ulid(self._clock), "device_id": self._device_id, **report.body}
 
     async def _send(self, report: Report, unit: Unit, decide: Callable[[str, Any], None]) -> None:
         body = self._body(report)
+        self._sending = (report, body)
         try:
             status, answer = await self._cloud.post_json(
                 EVENTS_PATH, body, deadline_s=self._deadline_s
             )
         except CloudError as exc:
+            self._sending = None
             log.warning("workflow %s event not delivered: %s", report.workflow_id, exc)
             if report.decision_requested:
                 decide(report.workflow_id, None)
             with unit():
                 self._undelivered(report, str(exc), body)
             return
+        self._sending = None
         if report.decision_requested:
             ok = isinstance(answer, dict) and status == 200
             decide(report.workflow_id, answer.get("decision") if ok else None)

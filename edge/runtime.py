@@ -10,7 +10,6 @@ housekeeping (retention, prune) and a bounded shutdown. What an input means is t
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import os
 import signal
@@ -37,6 +36,7 @@ from edge.mqtt import ChannelHandlers, LastWill, MqttChannel
 from edge.notify import Notifier
 from edge.policies import privacy_policy
 from edge.routes import Router, route_table
+from edge.warmup import Warmup
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +49,7 @@ DEBUG_BLOCK_S = 3.0
 # commit of their own: one more WAL frame and fsync per turn when turns come seconds apart
 # (issue 23; a row left by a crash is only sent again, and receivers dedupe)
 REAP_AFTER_S = 2.0
+PREPARE_BY_S = 2.0  # the warm-up, when no broker connection came first (edge/warmup.py)
 
 
 async def _cancel(tasks: list[asyncio.Task[None]], timeout_s: float) -> None:
@@ -89,10 +90,12 @@ class Runtime:
         self._stop = asyncio.Event()
         self._broker_up = False
         self._reap_scheduled = False
+        self._warmup = Warmup(
+            app.metrics, (app.cloud.prepare, app.memory.policy.privacy.lexicon.prepare)
+        )
         self._warnings: list[str] = []
         self._loop_lag = 0.0
         self._relabel_owed = False  # a lexicon change whose relabel the DB refused
-        self._gc_started = 0.0
         self._servers: list[asyncio.Server] = []
         self._last_broker_error = ""
         self._debug = os.environ.get("A2A_DEBUG_HOOKS") == "1"  # tests: faults on purpose
@@ -158,7 +161,7 @@ class Runtime:
             )
             server = await serve_metrics(self._settings.metrics, metrics.render, metrics)
             self._servers.append(server)
-        self._after_ready()
+        loop.call_later(PREPARE_BY_S, self._warmup.run)  # or at the first connection
         self._intake_task = asyncio.create_task(self._intake.run())
         background = [
             self._intake_task,
@@ -175,18 +178,6 @@ class Runtime:
         await self._shutdown(background)
         return self._exit_code
 
-    def _after_ready(self) -> None:
-        """What READY does not wait for (~100 ms of a cold start), done before any input."""
-        # what start-up built lives as long as the process: out of the collector's way, so a
-        # full collection walks only what came after (38 ms -> 2 ms in bench.runtime)
-        gc.collect()
-        gc.freeze()
-        gc.callbacks.append(self._gc_timer)
-        # before a turn needs them: the cloud client's TLS context, the lexicon's regex
-        loop = asyncio.get_running_loop()
-        loop.call_soon(self._app.cloud.prepare)
-        loop.call_soon(self._app.memory.policy.privacy.lexicon.prepare)
-
     def _log_started(self, recovered: dict[str, int]) -> None:
         for warning in self._settings.cloud.warnings():  # every start, as long as it holds
             log.warning("%s", warning)
@@ -202,17 +193,6 @@ class Runtime:
             self._app.outbox.pending(),
             self._app.sync.pending(),
         )
-
-    def _gc_timer(self, phase: str, info: dict[str, Any]) -> None:
-        if phase == "start":
-            self._gc_started = time.perf_counter()
-        else:
-            self._app.metrics.observe(
-                "a2a_gc_pause_seconds",
-                "cyclic garbage collection pauses by generation",
-                time.perf_counter() - self._gc_started,
-                generation=str(info["generation"]),
-            )
 
     def _reload(self) -> None:
         """SIGHUP: the log level and the privacy policy from the config file, again; systemd
@@ -296,7 +276,7 @@ class Runtime:
             while self._app.outbox.in_flight() and left(1.5) > 0.02:
                 await asyncio.sleep(0.02)  # let PUBACKs of owed messages arrive
         self._channel.stop()  # on the loop, bounded: it never waits on the network
-        gc.callbacks.remove(self._gc_timer)
+        self._warmup.stop()
         await self._app.close(timeout_s=max(left(2.0), 0.5))
         log.info("stopped")
 
@@ -422,6 +402,7 @@ class Runtime:
             self._app.session_lost()
         self._app.outbox.flush()  # what was owed before this connection
         self._notifier.status(self._status_line())  # `systemctl status` now, not at the next tick
+        asyncio.get_running_loop().call_soon(self._warmup.run)
 
     def _on_published(self, mid: int) -> None:
         self._app.outbox.on_published(mid)
