@@ -357,7 +357,8 @@ class Runtime:
             except Exception:  # a DB that does not answer means unhealthy: no ping
                 log.exception("watchdog: state DB does not answer")
                 continue
-            if self._intake_task is not None and self._intake_task.done():
+            stopping = self._stop.is_set()  # the intake ends first at a stop: no alarm then
+            if self._intake_task is not None and self._intake_task.done() and not stopping:
                 log.error("watchdog: the inbound intake stopped; no ping (systemd restarts)")
                 continue
             if now - beat >= HEARTBEAT_EVERY_S:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar
@@ -249,6 +250,8 @@ REF_KEYS = ("turn_id", "event_id", "request_id", "task_id", "seq", "observation_
 def ref_of(payload: bytes, max_bytes: int) -> dict[str, Any]:
     """The ids a payload carried (SPEC §2.4 `ref`): strings up to 128 characters and integers,
     best effort — nothing when the payload is not a readable JSON object."""
+    if len(payload) > max_bytes:  # not parsed: its ids looked for where writers put them
+        return _ids_at_head(payload)
     decoded = decode_object(payload, max_bytes)
     if isinstance(decoded, Refusal):  # e.g. a NaN or a huge number elsewhere: read leniently
         decoded = decode_object(payload, max_bytes, lenient=True)
@@ -260,6 +263,33 @@ def ref_of(payload: bytes, max_bytes: int) -> dict[str, Any]:
         if (isinstance(value, str) and 0 < len(value) <= 128) or (
             isinstance(value, int) and not isinstance(value, bool) and abs(value) < 2**63
         ):
+            ref[key] = value
+    return ref
+
+
+_HEAD_BYTES = 4096
+_HEAD_ID = re.compile(
+    rb'"(' + "|".join(REF_KEYS).encode() + rb')"\s*:\s*(?:"([^"\\]{1,512})"|(-?[0-9]{1,18})\b)'
+)
+
+
+def _ids_at_head(payload: bytes) -> dict[str, Any]:
+    """The ids in the first 4 KiB of a payload too large to parse (a turn whose `turn_id`
+    comes first is still answered, SPEC §2.4): plain strings up to 128 characters, integers;
+    the first occurrence of each key."""
+    ref: dict[str, Any] = {}
+    for match in _HEAD_ID.finditer(payload[:_HEAD_BYTES]):
+        key = match.group(1).decode()
+        if key in ref:
+            continue
+        if match.group(3) is not None:
+            ref[key] = int(match.group(3))
+            continue
+        try:
+            value = match.group(2).decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+        if len(value) <= 128:
             ref[key] = value
     return ref
 

@@ -97,6 +97,23 @@ def test_bad_input_is_refused_and_runtime_keeps_answering(
     assert len(cloud.requests("/v1/a2a/turn")) == 1
 
 
+def test_an_oversized_turn_whose_id_comes_first_is_answered_rejected(
+    state_rows: StateRows, runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe
+) -> None:
+    """SPEC §2.4: a turn whose turn_id can be read is answered, its refusal carries `ref` —
+    also when the payload is too large to parse (its first 4 KiB are searched for the ids)."""
+    runtime_factory()
+    probe.wait_for(STATUS, lambda b: b.get("state") == "online")
+    huge = {"turn_id": "t-huge", "recognized_text": "가" * 30000}  # 90,046 bytes > 65,536
+    probe.publish(TURN_REQ, huge)
+    refusal = probe.wait_for(ERRORS, lambda b: b.get("error") == "payload_too_large")
+    assert refusal["ref"] == {"turn_id": "t-huge"}
+    answer = probe.wait_for(TURN_RESP, lambda b: b.get("turn_id") == "t-huge")
+    assert answer["status"] == "rejected"
+    assert state_rows("SELECT count(*) FROM pairs") == [(0,)]
+    assert cloud.requests("/v1/a2a/turn") == []
+
+
 def test_redelivered_turn_is_applied_once(
     state_rows: StateRows, runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe
 ) -> None:
