@@ -46,8 +46,9 @@ def test_reports_waiting_at_a_stop_reach_the_cloud_after_the_restart(
     for n in range(COUNT):
         probe.publish(f"{ROOT}/workflow/request", one_step(n))
     eventually(
-        lambda: state_rows("SELECT count(*) FROM workflows WHERE status = 'completed'")[0][0]
-        == COUNT,
+        lambda: (
+            state_rows("SELECT count(*) FROM workflows WHERE status = 'completed'")[0][0] == COUNT
+        ),
         timeout_s=30,
     )
     assert len(reported(cloud)) < COUNT  # some reports still wait in the queue
