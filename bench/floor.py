@@ -107,12 +107,22 @@ def start_floor(work: Path, port: int, cloud_url: str, template: Path) -> subpro
 def capture_template(
     probe: MqttProbe, cloud_requests: Callable[[], list[dict[str, object]]], path: Path
 ) -> None:
-    """One turn to ours; the body it POSTed to the cloud becomes the floor's template."""
+    """One turn to ours; the body it POSTed to the cloud becomes the floor's template. Asked
+    again until answered: READY comes before the runtime's first SUBSCRIBE, and a fresh broker
+    keeps nothing published before it."""
     probe.root = OURS
-    probe.turn("warm-0", TEXTS[0], timeout_s=30)
+    for attempt in range(30):
+        turn_id = f"warm-{attempt}"
+        try:
+            probe.turn(turn_id, TEXTS[0], timeout_s=1)
+            break
+        except TimeoutError:
+            continue
+    else:
+        raise TimeoutError("our runtime never answered")
     body = cloud_requests()[-1]["body"]
     assert isinstance(body, dict)
-    id_keys = [key for key, value in body.items() if value == "warm-0"]
+    id_keys = [key for key, value in body.items() if value == turn_id]
     path.write_text(json.dumps({"body": body, "id_keys": id_keys}, ensure_ascii=False))
 
 
