@@ -107,19 +107,8 @@ def start_floor(work: Path, port: int, cloud_url: str, template: Path) -> subpro
 def capture_template(
     probe: MqttProbe, cloud_requests: Callable[[], list[dict[str, object]]], path: Path
 ) -> None:
-    """One turn to ours; the body it POSTed to the cloud becomes the floor's template. Asked
-    again until answered: READY comes before the runtime's first SUBSCRIBE, and a fresh broker
-    keeps nothing published before it."""
-    probe.root = OURS
-    for attempt in range(30):
-        turn_id = f"warm-{attempt}"
-        try:
-            probe.turn(turn_id, TEXTS[0], timeout_s=1)
-            break
-        except TimeoutError:
-            continue
-    else:
-        raise TimeoutError("our runtime never answered")
+    """One turn to ours; the body it POSTed to the cloud becomes the floor's template."""
+    turn_id = first_answer(probe, OURS, "warm", "our runtime")
     body = cloud_requests()[-1]["body"]
     assert isinstance(body, dict)
     id_keys = [key for key, value in body.items() if value == turn_id]
@@ -127,14 +116,22 @@ def capture_template(
 
 
 def wait_floor(probe: MqttProbe) -> None:
-    probe.root = FLOOR
-    for attempt in range(20):  # its subscriptions may not be in place yet
+    first_answer(probe, FLOOR, "floor-warm", "the floor process")
+
+
+def first_answer(probe: MqttProbe, root: str, prefix: str, who: str) -> str:
+    """A turn to `root`, asked again (a second each, 30 times) until answered: READY comes
+    before a runtime's first SUBSCRIBE, and a fresh broker keeps nothing published before it
+    (the floor's subscriptions may not be in place yet either). Returns the answered turn's id."""
+    probe.root = root
+    for attempt in range(30):
+        turn_id = f"{prefix}-{attempt}"
         try:
-            probe.turn(f"floor-warm-{attempt}", TEXTS[0], timeout_s=1)
-            return
+            probe.turn(turn_id, TEXTS[0], timeout_s=1)
+            return turn_id
         except TimeoutError:
             continue
-    raise TimeoutError("the floor process never answered")
+    raise TimeoutError(f"{who} never answered")
 
 
 def main() -> None:

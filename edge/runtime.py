@@ -413,9 +413,7 @@ class Runtime:
 
     def _reap(self) -> None:
         self._reap_scheduled = False
-        if self._stop.is_set():  # app.close reaps, maybe before this timer: the DB is closed
-            return
-        self._app.reap()
+        self._app.reap()  # nothing once the app closed (it reaps in `close`)
 
     def _on_disconnected(self, reason: str) -> None:
         if self._stop.is_set():  # our own disconnect at a stop: expected, not a warning

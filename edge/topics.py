@@ -260,11 +260,16 @@ def ref_of(payload: bytes, max_bytes: int) -> dict[str, Any]:
     ref: dict[str, Any] = {}
     for key in REF_KEYS:
         value = decoded.get(key)
-        if (isinstance(value, str) and 0 < len(value) <= 128) or (
-            isinstance(value, int) and not isinstance(value, bool) and abs(value) < 2**63
-        ):
+        if _is_ref(value):
             ref[key] = value
     return ref
+
+
+def _is_ref(value: Any) -> bool:
+    """A string up to 128 characters or an integer that fits 64 bits: what `ref` carries."""
+    return (isinstance(value, str) and 0 < len(value) <= 128) or (
+        isinstance(value, int) and not isinstance(value, bool) and abs(value) < 2**63
+    )
 
 
 _HEAD_BYTES = 4096
@@ -282,14 +287,11 @@ def _ids_at_head(payload: bytes) -> dict[str, Any]:
         key = match.group(1).decode()
         if key in ref:
             continue
-        if match.group(3) is not None:
-            ref[key] = int(match.group(3))
-            continue
         try:
-            value = match.group(2).decode("utf-8")
+            value = int(match.group(3)) if match.group(3) else match.group(2).decode("utf-8")
         except UnicodeDecodeError:
             continue
-        if len(value) <= 128:
+        if _is_ref(value):
             ref[key] = value
     return ref
 
