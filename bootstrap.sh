@@ -123,7 +123,12 @@ case "$command" in
         export PATH="$PWD/.venv/bin:$PATH:/usr/sbin"
         echo "== ruff" && ruff check . && ruff format --check .
         echo "== mypy --strict" && mypy
-        echo "== pytest" && exec pytest -q "${@:2}"
+        if [ $# -gt 1 ]; then
+            echo "== pytest" && exec pytest -q "${@:2}"
+        fi
+        # the whole suite on A2A_TEST_WORKERS workers (2); tests that share one resource (the
+        # booted systemd container) carry one xdist_group and run on one worker, in order
+        echo "== pytest" && exec pytest -q -n "${A2A_TEST_WORKERS:-2}" --dist loadgroup
         ;;
     *)
         echo "usage: ./bootstrap.sh demo | test [pytest args]" >&2

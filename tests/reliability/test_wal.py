@@ -75,8 +75,15 @@ def responses(probe: MqttProbe) -> dict[str, dict[str, Any]]:
     return {body["turn_id"]: body for body in probe.messages(RESPONSES)}
 
 
-def answered(probe: MqttProbe, turn_ids: list[str], timeout_s: float) -> dict[str, Any]:
-    eventually(lambda: set(turn_ids) <= responses(probe).keys(), timeout_s)
+def answered(
+    probe: MqttProbe, turn_ids: list[str], timeout_s: float, log: Path | None = None
+) -> dict[str, Any]:
+    try:
+        eventually(lambda: set(turn_ids) <= responses(probe).keys(), timeout_s)
+    except AssertionError:
+        missing = sorted(set(turn_ids) - responses(probe).keys())
+        tail = log.read_text(errors="replace")[-6000:] if log is not None else ""
+        raise AssertionError(f"{len(missing)} never answered: {missing}\n{tail}") from None
     got = responses(probe)
     return {turn_id: got[turn_id] for turn_id in turn_ids}
 
@@ -221,7 +228,7 @@ def test_a_replaced_db_stops_the_service_and_nothing_after_it_is_acknowledged(
     assert not (db.parent / "state.db-wal").exists()
     assert list(db.parent.glob("state.db-wal.orphaned-*"))
     runtime.start()
-    later = answered(probe, after, timeout_s=60)  # never acknowledged: delivered again
+    later = answered(probe, after, 60, tmp_path / "runtime.log")  # never acked: delivered again
     assert {b["status"] for b in later.values()} == {"ok"}  # taken in afresh, not "interrupted"
     kept = {row[0] for row in state_rows("SELECT turn_id FROM pairs")}
     print(f"\nDB replaced: exit 1 after {stopped_in:.1f}s; the 20 turns after it answered later")

@@ -24,7 +24,7 @@ if missing():
         f"system tests need root, systemd-nspawn and debootstrap ({missing()})",
         allow_module_level=True,
     )
-pytestmark = pytest.mark.system
+pytestmark = [pytest.mark.system, pytest.mark.xdist_group("system")]  # one booted container
 VENV = "/opt/a2a-edge/.venv/bin"
 STATE = "/var/lib/a2a-edge"
 AS_USER = ["setpriv", "--reuid=a2a-edge", "--regid=a2a-edge", "--clear-groups"]
