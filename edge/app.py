@@ -124,13 +124,19 @@ class DeviceApp:
         refuses: a row left is sent again at the next start, and receivers dedupe). Nothing
         when a group commit or the heartbeat took them, or after `close` (a PUBACK's reap timer
         firing while asyncio.run winds down: the rows left are sent again at the next start)."""
-        if self._closed or not self.outbox.acked:
+        if self._closed or not (self.outbox.acked or self.reports.owed.reapable):
             return
         try:
             with self.work.commits.atomic():
-                self.outbox.reap()
+                self.reap_rows()
         except StorageUnavailable as exc:
             log.debug("PUBACKed rows not deleted yet: %s", exc)
+
+    def reap_rows(self) -> None:
+        """Inside the caller's commit: the MQTT outbox rows the broker PUBACKed, the owed
+        workflow reports the cloud took."""
+        self.outbox.reap()
+        self.reports.owed.reap()
 
     def sweep(self) -> bool:
         """One bounded batch of memory retention; True when it removed something."""
@@ -242,6 +248,7 @@ class DeviceApp:
             result.merge(self.tm.redispatch(task_ids))
         self.tick()
         return {
+            "reports_kept": self.reports.recover(self.unit),
             "interrupted_turns": len(pending),
             "active_workflows": active,
             "commands_resent": result.commands,
@@ -454,9 +461,12 @@ class DeviceApp:
         self.dedupe.forget_answers(None if turns is None else [f"turn:{t}" for t in turns])
         if scope == "all":  # a dead-lettered turn holds the user's words too
             log.info("forget all: %d inbound dead letters wiped", self.dead_letters.wipe())
-            removed["workflows"] = self.tm.forget_all(self.sync.drop_reports)["workflows"]
+            removed["workflows"] = self.tm.forget_all(self._drop_reports)["workflows"]
         self.after_commit(self.checkpointer.truncate)
         return removed
+
+    def _drop_reports(self, workflow_ids: list[str]) -> int:
+        return self.sync.drop_reports(workflow_ids) + self.reports.owed.drop(workflow_ids)
 
     def _revoke(self, key: Any) -> dict[str, Any]:
         if not isinstance(key, str) or not key:

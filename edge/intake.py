@@ -87,7 +87,7 @@ class Intake:
                         self._hold(msg)
                     else:
                         app.after_commit(partial(self._channel.ack, msg))
-                app.outbox.reap()  # PUBACKed rows go in the same commit
+                app.reap_rows()  # PUBACKed rows, delivered reports, go in the same commit
         except StorageUnavailable as exc:  # the COMMIT itself failed: none of it is on disk
             log.error("state DB refused a group commit of %d messages: %s", len(taken), exc)
             del self._held[held_before:]

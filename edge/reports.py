@@ -1,8 +1,9 @@
 """Workflow reports to the cloud (SPEC §3.3): decision and terminal events, after the commit
-that caused them, through one worker (one request in flight, in order). A terminal report the
-cloud does not take goes through the sync outbox as a `task_terminal` write. Without a worker
-(the CLI while no service runs) it goes there at once, in the unit of work that caused it, so
-the service sends it when it next starts."""
+that caused them, through one worker (one request in flight, in order). A terminal report is on
+disk from that commit until the cloud took it (`edge/reports_owed.py`): one the cloud does not
+take, and every one a stop or a power cut left, goes through the sync outbox as a
+`task_terminal` write. Without a worker (the CLI while no service runs) it goes there at once,
+in the unit of work that caused it, so the service sends it when it next starts."""
 
 from __future__ import annotations
 
@@ -17,12 +18,14 @@ from a2a_common.ids import new_ulid
 from a2a_common.writes import SyncWrite
 from cloud_client.client import CloudClient
 from cloud_client.errors import CloudError
+from edge.reports_owed import OwedReports
 from sync.outbox import SyncOutbox
 from taskmanager.events import Report
 
 log = logging.getLogger(__name__)
 EVENTS_PATH = "/v1/a2a/workflow/events"
 Unit = Callable[[], AbstractContextManager[Any]]
+STASH_MAX = 1000
 
 
 class Reports:
@@ -32,6 +35,7 @@ class Reports:
         cloud: CloudClient,
         clock: Clock,
         sync_outbox: SyncOutbox,
+        owed: OwedReports,
         device_id: str,
         deadline_s: float,
         live: bool,
@@ -39,29 +43,49 @@ class Reports:
         self._cloud = cloud
         self._clock = clock
         self._sync = sync_outbox
+        self.owed = owed
         self._device_id = device_id
         self._deadline_s = deadline_s
         self._live = live
-        self._queue: asyncio.Queue[Report] = asyncio.Queue()
-        self._sending: tuple[Report, dict[str, Any]] | None = None  # left set if cancelled
+        self._queue: asyncio.Queue[tuple[Report, dict[str, Any]]] = asyncio.Queue()
+        # bodies made (and terminal ones owed) in a unit of work, until it commits; what a
+        # rolled-back unit left is dropped with the next settle past STASH_MAX
+        self._made: dict[int, tuple[Report, dict[str, Any]]] = {}
 
     def settle(self, reports: list[Report]) -> None:
         """Inside the unit of work that caused them."""
         if not self._live:
             for report in reports:
                 self._undelivered(report, "no service runs")
+            return
+        if len(self._made) > STASH_MAX:
+            self._made.clear()
+        for report in reports:
+            body = self._body(report)
+            if report.terminal:
+                self.owed.owe(body)
+            self._made[id(report)] = (report, body)
 
     def committed(self, reports: list[Report]) -> None:
         if self._live:
             for report in reports:
-                self._queue.put_nowait(report)
+                made = self._made.pop(id(report), None)
+                self._queue.put_nowait(made or (report, self._body(report)))
+
+    def recover(self, unit: Unit) -> int:
+        """At start: what a power cut left owed goes through the replay."""
+        with unit():
+            moved = self.owed.to_replay()
+        if moved:
+            log.info("%d workflow reports a previous run left owed: kept for the replay", moved)
+        return moved
 
     async def run(self, *, unit: Unit, decide: Callable[[str, Any], None]) -> None:
         """The worker: `decide(workflow_id, decision)` applies a supervisor's answer."""
         while True:
-            report = await self._queue.get()
+            report, body = await self._queue.get()
             try:
-                await self._send(report, unit, decide)
+                await self._send(report, body, unit, decide)
             except Exception:  # never let one report stop the worker
                 log.exception("reporting workflow %s failed", report.workflow_id)
 
@@ -69,36 +93,42 @@ class Reports:
         """At a stop: the terminal reports not delivered yet (queued, or the one in flight) go
         through the sync outbox, in one unit (SPEC §6: a clean stop loses no write). The one in
         flight may have reached the cloud: it keeps its request_id, so the cloud can tell."""
-        left = [self._sending] if self._sending is not None else []
         while not self._queue.empty():
-            report = self._queue.get_nowait()
-            left.append((report, self._body(report)))
-        kept = [(report, body) for report, body in left if report.terminal]
+            self._queue.get_nowait()
+        with unit():
+            kept = self.owed.to_replay()
         if kept:
-            with unit():
-                for report, body in kept:
-                    self._undelivered(report, "the service stopped", body)
-        return len(kept)
+            log.info("%d workflow reports kept for the replay: the service stopped", kept)
+        return kept
 
     def _body(self, report: Report) -> dict[str, Any]:
         return {"request_id": new_ulid(self._clock), "device_id": self._device_id, **report.body}
 
-    async def _send(self, report: Report, unit: Unit, decide: Callable[[str, Any], None]) -> None:
-        body = self._body(report)
-        self._sending = (report, body)
+    async def _send(
+        self,
+        report: Report,
+        body: dict[str, Any],
+        unit: Unit,
+        decide: Callable[[str, Any], None],
+    ) -> None:
+        request_id = body["request_id"]
+        if report.terminal and not self.owed.still_owed(request_id):
+            return  # forgotten meanwhile (forget --all), or already moved to the replay
         try:
             status, answer = await self._cloud.post_json(
                 EVENTS_PATH, body, deadline_s=self._deadline_s
             )
         except CloudError as exc:
-            self._sending = None
             log.warning("workflow %s event not delivered: %s", report.workflow_id, exc)
             if report.decision_requested:
                 decide(report.workflow_id, None)
-            with unit():
-                self._undelivered(report, str(exc), body)
+            if report.terminal:
+                with unit():
+                    self.owed.to_replay([request_id])
+                log.info("workflow %s report kept for the replay", report.workflow_id)
             return
-        self._sending = None
+        if report.terminal:
+            self.owed.delivered(request_id)
         if report.decision_requested:
             ok = isinstance(answer, dict) and status == 200
             decide(report.workflow_id, answer.get("decision") if ok else None)

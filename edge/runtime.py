@@ -302,7 +302,7 @@ class Runtime:
         try:
             with app.unit():
                 app.memory.store.set_state("runtime_heartbeat", beat)
-                app.outbox.reap()  # the PUBACKed rows go in the same commit
+                app.reap_rows()  # the PUBACKed rows, delivered reports, go in the same commit
         except StorageUnavailable as exc:
             self._heartbeat_error = str(exc)
         else:

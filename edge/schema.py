@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from a2a_common.sqlite import Migration
 from cache import schema as cache_schema
-from edge import consent, inbox, outbound
+from edge import consent, inbox, outbound, reports_owed
 from sync import outbox
 from taskmanager import store as taskmanager_store
 from taskmanager import watch as taskmanager_watch
@@ -33,4 +33,5 @@ MIGRATIONS: list[Migration] = [
     *taskmanager_store.MIGRATIONS_3,  # 18 taskmanager_0004_trace_plain_ids
     *cache_schema.MIGRATIONS_6,  # 19 cache_0006_device_state_without_rowid
     *outbox.MIGRATIONS_3,  # 20 sync_0003_outbox_without_rowid
+    *reports_owed.MIGRATIONS,  # 21 edge_0008_reports_owed
 ]

@@ -30,6 +30,7 @@ from edge.outbound import DurableOutbox
 from edge.policies import memory_policy
 from edge.publisher import TaskPublisher
 from edge.reports import Reports
+from edge.reports_owed import OwedReports
 from edge.runtime import Runtime
 from edge.schema import MIGRATIONS
 from edge.statefiles import StateFiles
@@ -111,7 +112,7 @@ def build_app(
     sync_outbox = SyncOutbox(db=db, clock=clock)
     publisher = TaskPublisher(topics=topics, outbox=outbox)
     tm = _task_manager(settings, db, clock, publisher, register)
-    reports = _reports(settings, cloud, clock, sync_outbox, live)
+    reports = _reports(settings, cloud, clock, OwedReports(db=db, sync_outbox=sync_outbox), live)
     work = Work(commits=commits, tm=tm, memory=memory, sync_outbox=sync_outbox, reports=reports)
     backoff_s = settings.sync.max_backoff_s if max_backoff_s is None else max_backoff_s
     replayer = _replayer(settings, db, clock, commits, memory, sync_outbox, cloud, backoff_s)
@@ -152,12 +153,13 @@ def _consent_register(settings: Settings, db: Database, clock: Clock) -> Consent
 
 
 def _reports(
-    settings: Settings, cloud: CloudClient, clock: Clock, sync_outbox: SyncOutbox, live: bool
+    settings: Settings, cloud: CloudClient, clock: Clock, owed: OwedReports, live: bool
 ) -> Reports:
     return Reports(
         cloud=cloud,
         clock=clock,
-        sync_outbox=sync_outbox,
+        sync_outbox=owed.sync,
+        owed=owed,
         device_id=settings.device_id,
         deadline_s=settings.taskmanager.events_deadline_s,
         live=live,

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from sim.cloud import SimCloud
 from sim.devices import DeviceAgents
 from sim.probe import MqttProbe
+from sim.processes import RuntimeProcess
 from tests.conftest import ROOT, RuntimeFactory, StateRows, eventually
 
 COUNT = 20
@@ -35,13 +38,9 @@ def reported(cloud: SimCloud) -> set[str]:
     }
 
 
-def test_reports_waiting_at_a_stop_reach_the_cloud_after_the_restart(
-    state_rows: StateRows,
-    runtime_factory: RuntimeFactory,
-    cloud: SimCloud,
-    probe: MqttProbe,
-    devices: DeviceAgents,
-) -> None:
+def ended_with_reports_waiting(
+    runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe, state_rows: StateRows
+) -> RuntimeProcess:
     runtime = runtime_factory()
     cloud.set_faults(latency_s=0.5, path="/v1/a2a/workflow/events")  # reports queue up
     for n in range(COUNT):
@@ -53,7 +52,24 @@ def test_reports_waiting_at_a_stop_reach_the_cloud_after_the_restart(
         timeout_s=30,
     )
     assert len(reported(cloud)) < COUNT  # some reports still wait in the queue
-    assert runtime.terminate() == 0
+    return runtime
+
+
+@pytest.mark.parametrize("stop", ["SIGTERM", "SIGKILL"])
+def test_reports_waiting_at_a_stop_reach_the_cloud_after_the_restart(
+    stop: str,
+    state_rows: StateRows,
+    runtime_factory: RuntimeFactory,
+    cloud: SimCloud,
+    probe: MqttProbe,
+    devices: DeviceAgents,
+) -> None:
+    """A clean stop or a power cut (SIGKILL) with reports still queued: none is lost."""
+    runtime = ended_with_reports_waiting(runtime_factory, cloud, probe, state_rows)
+    if stop == "SIGTERM":
+        assert runtime.terminate() == 0
+    else:
+        runtime.kill()
     cloud.set_faults()
     runtime_factory()
     eventually(lambda: len(reported(cloud)) == COUNT, timeout_s=30)

@@ -334,7 +334,12 @@ def test_recover_answers_interrupted_turns_and_resends_owed_commands(tmp_path: P
     asyncio.run(robot.app.close())
     robot.app = robot.open(attach=False)  # as the runtime starts: recover, then the broker
     recovered = robot.app.recover()
-    assert recovered == {"interrupted_turns": 1, "active_workflows": 1, "commands_resent": 1}
+    assert recovered == {
+        "reports_kept": 0,
+        "interrupted_turns": 1,
+        "active_workflows": 1,
+        "commands_resent": 1,
+    }
     robot.app.attach(robot.wire)
     robot.app.outbox.flush()
     [command] = robot.wire.on("task/command/mobility")

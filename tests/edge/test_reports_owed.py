@@ -1,0 +1,152 @@
+"""Terminal workflow reports are on disk from the commit that ended the workflow until the cloud
+took them (edge/reports_owed.py): delivered ones are reaped, refused ones and what a stop or a
+crash left go to the sync outbox, forgotten ones are never sent."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from a2a_common.clock import ManualClock
+from a2a_common.db import Database
+from a2a_common.sqlite import open_state_db
+from cloud_client.errors import CloudUnavailable
+from edge.reports import Reports
+from edge.reports_owed import OwedReports
+from edge.schema import MIGRATIONS
+from sync.outbox import SyncOutbox
+from taskmanager.events import Report
+
+
+class RecordingCloud:
+    def __init__(self, fail: bool = False) -> None:
+        self.fail = fail
+        self.bodies: list[dict[str, Any]] = []
+
+    async def post_json(
+        self, path: str, body: dict[str, Any], *, deadline_s: float
+    ) -> tuple[int, Any]:
+        if self.fail:
+            raise CloudUnavailable("cloud down")
+        self.bodies.append(body)
+        return 200, {}
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Iterator[Database]:
+    database = open_state_db(tmp_path / "state.db", MIGRATIONS)
+    yield database
+    database.close()
+
+
+def reporter(db: Database, cloud: RecordingCloud) -> Reports:
+    clock = ManualClock()
+    sync = SyncOutbox(db=db, clock=clock)
+    return Reports(
+        cloud=cloud,  # type: ignore[arg-type]
+        clock=clock,
+        sync_outbox=sync,
+        owed=OwedReports(db=db, sync_outbox=sync),
+        device_id="robot-test",
+        deadline_s=1.0,
+        live=True,
+    )
+
+
+def ended(workflow_id: str) -> Report:
+    body = {"workflow_id": workflow_id, "event": {"status": "WORKFLOW_COMPLETED"}}
+    return Report(workflow_id, body, decision_requested=False, terminal=True)
+
+
+def end(db: Database, reports: Reports, *workflow_ids: str) -> None:
+    made = [ended(w) for w in workflow_ids]
+    with db.atomic():
+        reports.settle(made)
+    reports.committed(made)
+
+
+@contextmanager
+def unit_of(db: Database) -> Iterator[None]:
+    with db.atomic():
+        yield
+
+
+def rows(db: Database, table: str) -> int:
+    return int(db.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+
+
+async def drain(db: Database, reports: Reports) -> None:
+    worker = asyncio.create_task(reports.run(unit=lambda: unit_of(db), decide=lambda *_: None))
+    for _ in range(100):
+        if reports._queue.empty():
+            break
+        await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    worker.cancel()
+
+
+def test_an_ended_workflow_is_owed_on_disk_in_its_commit(db: Database) -> None:
+    reports = reporter(db, RecordingCloud())
+    end(db, reports, "wf-1", "wf-2")
+    assert rows(db, "reports_owed") == 2  # a power cut now: the next start replays them
+    assert rows(db, "sync_outbox") == 0
+
+
+def test_a_delivered_report_is_reaped_with_the_next_commit(db: Database) -> None:
+    cloud = RecordingCloud()
+    reports = reporter(db, cloud)
+    end(db, reports, "wf-1")
+    asyncio.run(drain(db, reports))
+    assert [b["workflow_id"] for b in cloud.bodies] == ["wf-1"]
+    assert reports.owed.reapable == 1
+    assert reports.owed.reap() == 1
+    assert rows(db, "reports_owed") == 0
+    assert rows(db, "sync_outbox") == 0
+
+
+def test_a_refused_report_moves_to_the_replay_with_its_request_id(db: Database) -> None:
+    cloud = RecordingCloud(fail=True)
+    reports = reporter(db, cloud)
+    end(db, reports, "wf-1")
+    [owed_id] = [r[0] for r in db.execute("SELECT request_id FROM reports_owed").fetchall()]
+    asyncio.run(drain(db, reports))
+    assert rows(db, "reports_owed") == 0
+    [payload] = [r[0] for r in db.execute("SELECT payload FROM sync_outbox").fetchall()]
+    assert owed_id in payload  # the same request_id: the cloud can tell a repeat
+
+
+def test_what_a_crash_left_is_replayed_at_the_next_start(db: Database) -> None:
+    end(db, reporter(db, RecordingCloud()), "wf-1", "wf-2")  # the process dies here
+    after = reporter(db, RecordingCloud())
+    assert after.recover(lambda: unit_of(db)) == 2
+    assert rows(db, "reports_owed") == 0
+    kinds = {r[0] for r in db.execute("SELECT kind FROM sync_outbox").fetchall()}
+    assert kinds == {"task_terminal"}
+    assert rows(db, "sync_outbox") == 2
+
+
+def test_a_forgotten_report_is_never_sent(db: Database) -> None:
+    cloud = RecordingCloud()
+    reports = reporter(db, cloud)
+    end(db, reports, "wf-1", "wf-2")
+    with db.atomic():
+        assert reports.owed.drop(["wf-1"]) == 1
+    asyncio.run(drain(db, reports))
+    assert [b["workflow_id"] for b in cloud.bodies] == ["wf-2"]
+
+
+def test_a_stop_keeps_every_undelivered_report_once(db: Database) -> None:
+    cloud = RecordingCloud()
+    reports = reporter(db, cloud)
+    end(db, reports, "wf-1")
+    asyncio.run(drain(db, reports))  # delivered, not reaped yet
+    end(db, reports, "wf-2")  # queued, never sent
+    assert reports.keep_left(lambda: unit_of(db)) == 1
+    payloads = [r[0] for r in db.execute("SELECT payload FROM sync_outbox").fetchall()]
+    assert len(payloads) == 1 and "wf-2" in payloads[0]
+    assert rows(db, "reports_owed") == 0
