@@ -21,7 +21,7 @@ from pathlib import Path
 
 from a2a_common.sqlite import open_state_db
 from bench.benchlib import instant_agents, runtime_stack, stop_all
-from bench.peers import jobs
+from bench.peers import ours_block, warm_up
 from bench.runtime import ROOT, turns
 from bench.snapshot import fill
 from edge.schema import MIGRATIONS
@@ -111,7 +111,8 @@ def main() -> None:
             if args.workload == "turns":
                 turns(probe, args.count)
             else:
-                jobs(probe, args.count)
+                warm_up(probe)
+                ours_block(probe, 0, args.count)
             recorder.send_signal(signal.SIGINT)  # py-spy writes its file on Ctrl-C
             recorder.wait(30)
             summarize(raw, args.top)

@@ -267,14 +267,17 @@ class Runtime:
             await asyncio.wait(turns, timeout=left(SHUTDOWN_GRACE_S))
         await _cancel(list(turns) + background, left(1.0))
         if self._broker_up:
-            await self._channel.publish_and_wait(
+            answered = await self._channel.publish_and_wait(
                 self._app.topics.runtime_status,
                 self._status("offline"),
                 retain=True,
                 timeout_s=left(1.0),
             )
-            while self._app.outbox.in_flight() and left(1.5) > 0.02:
-                await asyncio.sleep(0.02)  # let PUBACKs of owed messages arrive
+            # let PUBACKs of owed messages arrive, for at most 1.5 s — none when the broker
+            # did not answer the status (frozen, or gone meanwhile): those rows go next start
+            settle_by = clock.monotonic() + (left(1.5) if answered else 0.0)
+            while self._app.outbox.in_flight() and clock.monotonic() < settle_by - 0.02:
+                await asyncio.sleep(0.02)
         self._channel.stop()  # on the loop, bounded: it never waits on the network
         self._warmup.stop()
         await self._app.close(timeout_s=max(left(2.0), 0.5))

@@ -122,6 +122,12 @@ class Mosquitto:
     def kill(self) -> None:
         self._signal(signal.SIGKILL)
 
+    def freeze(self, frozen: bool = True) -> None:
+        """SIGSTOP (a broker that hangs: its sockets stay open, nothing is answered) or, with
+        `frozen=False`, SIGCONT."""
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.send_signal(signal.SIGSTOP if frozen else signal.SIGCONT)
+
     def restart(self) -> None:
         self.stop()
         self.start()
