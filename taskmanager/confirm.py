@@ -10,7 +10,7 @@ the shell (`taskmanager/watch.py`) persists watches and carries the effects out.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -49,7 +49,9 @@ class Watch:
         return self.task_id + STOP_SUFFIX
 
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
+        """Field by field: every field is a scalar (`asdict` deep-copied each one, a third of a
+        PUI cancel's CPU)."""
+        data = dict(vars(self))
         data["sent_at"] = iso(self.sent_at)
         data["due_at"] = iso(self.due_at) if self.due_at else None
         return data

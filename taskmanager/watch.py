@@ -132,7 +132,12 @@ class CancelWatches:
             operation = step.operation_id if step else ""
             last = step.last_seq if step else 0
             watch = watch_for(cancel, step_id, operation, last, now, self.window_s)
-            watch = replace(watch, resource=step.resource if step else None)
+            watch = replace(
+                watch,
+                resource=step.resource if step else None,
+                workflow_status=wf.status if wf else None,
+                etag=wf.etag if wf else None,
+            )  # as `_follow` would make it: one write per new watch, not two
             self._save(watch)
             self.watches[task_id] = watch
         self._follow(by_id)
