@@ -3,9 +3,12 @@ and a closed connection, never 400 MB of memory."""
 
 from __future__ import annotations
 
-import httpx
+from typing import TYPE_CHECKING
 
 from cloud_client.errors import CloudBadResponse
+
+if TYPE_CHECKING:
+    import httpx
 
 DEFAULT_MAX_BYTES = 1024 * 1024
 

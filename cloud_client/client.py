@@ -6,14 +6,13 @@ from __future__ import annotations
 import asyncio
 import json
 import ssl
-from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 from pydantic import ValidationError
 
 from a2a_common import jsonx
 from a2a_common.stopwatch import Stopwatch
+from cloud_client import security
 from cloud_client.body import DEFAULT_MAX_BYTES, read_capped
 from cloud_client.errors import (
     CloudBadResponse,
@@ -25,6 +24,9 @@ from cloud_client.errors import (
 from cloud_client.models import TurnRequest, TurnResponse
 from cloud_client.retry import retrying
 from cloud_client.tls import describe, ssl_cause
+
+if TYPE_CHECKING:
+    import httpx
 
 TURN_PATH = "/v1/a2a/turn"
 
@@ -49,15 +51,14 @@ class CloudClient:
         }
         if token:
             headers["authorization"] = f"Bearer {token}"
-        self._make = partial(
-            httpx.AsyncClient,
-            base_url=httpx.URL(base_url),  # a bad URL raises here, as before
-            headers=headers,
-            timeout=httpx.Timeout(read_timeout_s, connect=connect_timeout_s),
-            verify=verify_tls,
-            transport=transport,
-            follow_redirects=False,
-        )
+        self._options: dict[str, Any] = {
+            "base_url": security.checked_url(base_url),
+            "headers": headers,
+            "verify": verify_tls,
+            "transport": transport,
+            "follow_redirects": False,
+        }
+        self._timeouts = (read_timeout_s, connect_timeout_s)
         self._client: httpx.AsyncClient | None = None
         self._unreachable = False
         self._max_body = max_response_bytes
@@ -69,7 +70,12 @@ class CloudClient:
         reads and parses the whole CA bundle (~70 ms), which the runtime's READY does not wait
         for (edge/runtime.py prepares it right after)."""
         if self._client is None:
-            self._client = self._make()
+            import httpx  # here, not on the cold path: ~90 ms of imports READY does not wait for
+
+            read_s, connect_s = self._timeouts
+            self._client = httpx.AsyncClient(
+                timeout=httpx.Timeout(read_s, connect=connect_s), **self._options
+            )
         return self._client
 
     def prepare(self) -> None:
@@ -103,6 +109,8 @@ class CloudClient:
     async def _exchange(self, path: str, content: bytes) -> tuple[int, bytes]:
         """Status and body of one POST; leaving the stream closes the response (and the
         connection, when its body was not read to the end)."""
+        import httpx  # loaded by `_http` (bound here for the except clauses)
+
         try:
             async with self._http.stream("POST", path, content=content) as response:
                 status = response.status_code

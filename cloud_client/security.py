@@ -10,6 +10,19 @@ from urllib.parse import urlsplit
 TlsMode = Literal["verified", "NOT verified", "plain http"]
 
 
+def checked_url(base_url: str) -> str:
+    """The cloud URL, or ValueError for one httpx would refuse only at the first request (a
+    port out of range or not a number, no host): a start with it exits 2, naming the key."""
+    try:
+        parts = urlsplit(base_url)
+        _ = parts.port  # raises for a port out of range or not a number
+    except ValueError as exc:
+        raise ValueError(f"bad cloud URL: {exc}") from exc
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("bad cloud URL: http(s)://host[:port][/path] expected")
+    return base_url
+
+
 def host_of(base_url: str) -> str:
     return urlsplit(base_url).hostname or ""
 

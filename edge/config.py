@@ -76,6 +76,11 @@ class CloudSettings(_Section):
     offline_probe_s: float = Field(0.5, gt=0, le=60)  # a turn's try while the cloud is away
     max_response_bytes: int = Field(DEFAULT_MAX_BYTES, ge=1024, le=256 * 1024 * 1024)
 
+    @field_validator("base_url")
+    @classmethod
+    def _url_httpx_takes(cls, value: str) -> str:
+        return security.checked_url(value)
+
     @property
     def tls_mode(self) -> security.TlsMode:
         """`verified`, `NOT verified` or `plain http`: what `a2a-edge status` shows."""

@@ -4,8 +4,7 @@ for the CLI when no service runs (one admin path, not two), `build_runtime` arou
 from __future__ import annotations
 
 from pathlib import Path
-
-import httpx
+from typing import TYPE_CHECKING
 
 from a2a_common.backup import PreMigrationBackups
 from a2a_common.clock import Clock, SystemClock
@@ -42,6 +41,9 @@ from sync.replay import Replayer
 from taskmanager.catalog import load_catalog
 from taskmanager.effects import load_effects
 from taskmanager.service import TaskManager
+
+if TYPE_CHECKING:
+    import httpx
 
 
 def open_db(settings: Settings, clock: Clock | None = None) -> Database:

@@ -137,3 +137,23 @@ def test_the_turn_body_is_the_json_the_device_has_always_written() -> None:
     cloud, seen = client(ok)
     run(cloud.turn(sent, deadline_s=2))
     assert seen[0].content == jsonx.dumps(sent.model_dump(mode="json")).encode("utf-8")
+
+
+def test_httpx_is_imported_when_the_client_is_prepared_not_before() -> None:
+    """The cold path to READY does not pay httpx's ~90 ms of imports (edge/warmup.py prepares
+    the client after READY)."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "from edge import cli_service, wiring, runtime\n"
+        "from cloud_client.client import CloudClient\n"
+        "client = CloudClient(base_url='http://127.0.0.1:18080')\n"
+        "print('httpx' in sys.modules)\n"
+        "client.prepare()\n"
+        "print('httpx' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "True"]

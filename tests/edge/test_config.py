@@ -114,3 +114,12 @@ def test_the_readme_config_example_is_valid(tmp_path: Path) -> None:
     settings = load_settings(write(tmp_path, block), environ={})
     assert [i.name for i in settings.offline.intents] == ["stop", "dock"]
     assert settings == load_settings(write(tmp_path, ""), environ={})  # it shows the defaults
+
+
+@pytest.mark.parametrize(
+    "url", ["http://127.0.0.1:99999", "http://127.0.0.1:port", "https://:8443/v1"]
+)
+def test_a_cloud_url_httpx_would_refuse_is_a_config_error(tmp_path: Path, url: str) -> None:
+    """Before: a port out of range passed and the first request failed, every turn offline."""
+    with pytest.raises(ConfigError, match=r"cloud\.base_url"):
+        load_settings(write(tmp_path, f'[cloud]\nbase_url = "{url}"\n'), environ={})
