@@ -122,6 +122,9 @@ class MqttChannel:
         )
         self._inbound: deque[Inbound] = deque()
         self._arrived: asyncio.Event | None = None
+        # the broker holds our subscriptions: a session it kept, or the SUBACK of ours
+        self.receiving = asyncio.Event()
+        self._subscribe_mid: int | None = None
         self._generation = 0
         self._accepted = False  # the current connection got a successful CONNACK
         self._in_callback = False  # a handler runs inside paho's callback: no direct write
@@ -145,6 +148,7 @@ class MqttChannel:
         client.on_connect = self._on_connect
         client.on_disconnect = self._on_disconnect
         client.on_message = self._on_message
+        client.on_subscribe = self._on_subscribe
         client.on_publish = self._on_publish
         self._client = client
 
@@ -160,8 +164,16 @@ class MqttChannel:
         self._generation += 1
         self._accepted = True
         if not flags.session_present and self._subscriptions:
-            client.subscribe([(topic, 1) for topic in self._subscriptions])
+            _rc, self._subscribe_mid = client.subscribe(
+                [(topic, 1) for topic in self._subscriptions]
+            )
+        else:
+            self.receiving.set()
         self._tell(self._handlers.connected, bool(flags.session_present))
+
+    def _on_subscribe(self, _c: paho.Client, _u: Any, mid: int, _codes: Any, _p: Any) -> None:
+        if mid == self._subscribe_mid:
+            self.receiving.set()
 
     def _on_disconnect(self, _c: paho.Client, _u: Any, _f: Any, reason: Any, _p: Any) -> None:
         self._tell(self._handlers.disconnected, str(reason))

@@ -10,6 +10,7 @@ housekeeping (retention, prune) and a bounded shutdown. What an input means is t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
@@ -49,6 +50,7 @@ DEBUG_BLOCK_S = 3.0
 # commit of their own: one more WAL frame and fsync per turn when turns come seconds apart
 # (issue 23; a row left by a crash is only sent again, and receivers dedupe)
 REAP_AFTER_S = 2.0
+READY_WAITS_FOR_BROKER_S = 1.0  # at most, for the first subscriptions (then READY anyway)
 PREPARE_BY_S = 2.0  # the warm-up, when no broker connection came first (edge/warmup.py)
 
 
@@ -153,6 +155,11 @@ class Runtime:
             ),
         )
         self._log_started(recovered)
+        # READY once the broker holds our subscriptions (a session it kept, or our SUBACK):
+        # a message sent to us on a fresh broker right after READY is then not dropped for
+        # want of a subscriber. A broker away: READY after READY_WAITS_FOR_BROKER_S all the same
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._channel.receiving.wait(), READY_WAITS_FOR_BROKER_S)
         self._notifier.ready(self._status_line())
         if self._settings.metrics.enabled:
             metrics = self._app.metrics
