@@ -14,6 +14,7 @@ from datetime import datetime
 from functools import partial
 from typing import Any, TypeVar
 
+from a2a_common import jsonx
 from a2a_common.clock import Clock
 from a2a_common.ids import new_ulid
 from a2a_common.sqlite import StorageUnavailable
@@ -91,6 +92,7 @@ class TurnInputs:
         self.observations: Callable[[], dict[str, Any]] = dict
         self.in_flight: set[asyncio.Task[None]] = set()  # turns waiting on the cloud
         self._repeats: dict[str, int] = {}  # turn_id being answered -> arrivals since the first
+        self._acked: set[str] = set()  # taken in and acknowledged, answer not committed yet
 
     def take_turn(self, msg: TurnRequestMsg, arrival: Arrival) -> None:
         """Commit the utterance (with its dedupe mark) before the cloud is asked, so it is kept
@@ -180,6 +182,7 @@ class TurnInputs:
         self.after_commit(partial(count, status=body["status"]))
 
     def _start_answer(self, turn: Received) -> None:
+        self._acked.add(turn.turn_id)  # runs with the ack: effects of the same commit
         task = asyncio.create_task(self.answer(turn))
         self.in_flight.add(task)
         task.add_done_callback(self.in_flight.discard)
@@ -349,7 +352,27 @@ class TurnInputs:
         for _arrival in range(1 + self._repeats.get(turn_id, 0)):  # once per arrival (SPEC 2.4)
             self._send(body)
         self.dedupe.answered(f"turn:{turn_id}", body)  # a later repeat gets it again
-        self.after_commit(partial(self._repeats.pop, turn_id, None))
+        self.after_commit(partial(self._answered, turn_id))
+
+    def _answered(self, turn_id: str) -> None:
+        self._repeats.pop(turn_id, None)
+        self._acked.discard(turn_id)
+
+    def answer_lost(self, publish: Callable[[str, bytes], object]) -> int:
+        """The state files are no longer the ones written (SPEC §6): no answer can be committed
+        now, and the turns taken in and acknowledged will not come again. Each is answered
+        `error` straight to the broker (once per arrival), not through the outbox; one not
+        acknowledged yet is left to its redelivery after the restart. Returns how many."""
+        lost = sorted(self._acked)
+        for turn_id in lost:
+            body = response_body(turn_id, "error", ERROR_TEXT, error=STATE_LOST)
+            for _arrival in range(1 + self._repeats.pop(turn_id, 0)):
+                publish(self.topics.turn_response, jsonx.dumps(body).encode("utf-8"))
+        self._acked.clear()
+        return len(lost)
+
+
+STATE_LOST = "interrupted: the state DB was removed or replaced; the runtime restarts"
 
 
 def _ids(turn: Received, **more: Any) -> dict[str, Any]:

@@ -17,7 +17,6 @@ import signal
 import sqlite3
 import time
 from datetime import timedelta
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -140,8 +139,7 @@ class Runtime:
         app = self._app
         files = app.checkpointer.files  # SPEC §6: DB or WAL removed/replaced -> stop, exit 1
         if files is not None:
-            lost = partial(self._fatal, logged=True)  # statefiles logged why
-            files.when_lost(lambda reason: loop.call_soon_threadsafe(lost, reason))
+            files.when_lost(lambda reason: loop.call_soon_threadsafe(self._state_lost, reason))
         recovered = app.recover()
         self._relabel()  # a new lexicon (upgrade, lexicon_file): before READY
         app.attach(self._channel)
@@ -442,6 +440,16 @@ class Runtime:
         self._exit_code = 1
         self._intake.stop()
         self._stop.set()
+
+    def _state_lost(self, reason: str) -> None:
+        """The DB or WAL was removed or replaced (statefiles logged why): the turns already
+        acknowledged are answered now, then the stop (exit 1)."""
+        answered = self._app.turns.answer_lost(self._channel.publish)
+        if answered:
+            log.warning(
+                "%d acknowledged turns answered `error`: their answers cannot be kept", answered
+            )
+        self._fatal(reason, logged=True)
 
     def _problems(self) -> list[str]:
         """What makes the service degraded now (empty: healthy)."""

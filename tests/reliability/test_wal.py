@@ -20,6 +20,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from sim.cloud import SimCloud
 from sim.probe import MqttProbe
 from tests.conftest import ROOT, RuntimeFactory, StateRows, eventually
 
@@ -234,3 +235,34 @@ def test_a_replaced_db_stops_the_service_and_nothing_after_it_is_acknowledged(
     print(f"\nDB replaced: exit 1 after {stopped_in:.1f}s; the 20 turns after it answered later")
     assert set(before) | set(after) <= kept
     assert state_rows("PRAGMA integrity_check") == [("ok",)]
+
+
+def test_turns_acknowledged_when_the_db_is_replaced_are_all_answered(
+    tmp_path: Path,
+    state_rows: StateRows,
+    runtime_factory: RuntimeFactory,
+    probe: MqttProbe,
+    cloud: SimCloud,
+) -> None:
+    """Before: turns taken in (and so acknowledged) while they waited on the cloud were never
+    answered once the DB was replaced — their answers could not be committed and the broker
+    had nothing to deliver again. Now each is answered `error` before the stop; those not
+    taken in yet come again after the restart and are answered then."""
+    runtime = runtime_factory()
+    cloud.set_faults(latency_s=0.4, path="/v1/a2a/turn")  # one at a time: the rest wait
+    db, _wal = files(tmp_path)
+    sent = say(probe, (f"fl-{n:03d}" for n in range(8)))
+    eventually(lambda: state_rows("SELECT count(*) FROM pairs")[0][0] >= 4)  # taken in, acked
+    copy = tmp_path / "copy.db"
+    source = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    with closing(source), closing(sqlite3.connect(copy)) as dst:
+        source.backup(dst)
+    os.replace(copy, db)
+    assert runtime.proc is not None
+    assert runtime.proc.wait(timeout=15) == 1
+    early = {t: b["status"] for t, b in responses(probe).items() if t in sent}
+    assert "error" in early.values()  # the acknowledged ones, answered before the stop
+    cloud.set_faults()
+    runtime.start()
+    got = answered(probe, sent, 60, tmp_path / "runtime.log")
+    assert {b["status"] for b in got.values()} <= {"ok", "error"}
