@@ -249,14 +249,15 @@ REF_KEYS = ("turn_id", "event_id", "request_id", "task_id", "seq", "observation_
 
 def ref_of(payload: bytes, max_bytes: int) -> dict[str, Any]:
     """The ids a payload carried (SPEC §2.4 `ref`): strings up to 128 characters and integers,
-    best effort — nothing when the payload is not a readable JSON object."""
+    best effort — from its first 4 KiB when it is no readable JSON object (a turn whose
+    `turn_id` can be read is answered, whatever else in it is broken)."""
     if len(payload) > max_bytes:  # not parsed: its ids looked for where writers put them
         return _ids_at_head(payload)
     decoded = decode_object(payload, max_bytes)
     if isinstance(decoded, Refusal):  # e.g. a NaN or a huge number elsewhere: read leniently
         decoded = decode_object(payload, max_bytes, lenient=True)
-    if isinstance(decoded, Refusal):
-        return {}
+    if isinstance(decoded, Refusal):  # not UTF-8, not JSON, a lone surrogate: as a too-large one
+        return _ids_at_head(payload)
     ref: dict[str, Any] = {}
     for key in REF_KEYS:
         value = decoded.get(key)
@@ -279,9 +280,9 @@ _HEAD_ID = re.compile(
 
 
 def _ids_at_head(payload: bytes) -> dict[str, Any]:
-    """The ids in the first 4 KiB of a payload too large to parse (a turn whose `turn_id`
-    comes first is still answered, SPEC §2.4): plain strings up to 128 characters, integers;
-    the first occurrence of each key."""
+    """The ids in the first 4 KiB of a payload too large or too broken to parse (a turn whose
+    `turn_id` comes first is still answered, SPEC §2.4): plain strings up to 128 characters,
+    integers; the first occurrence of each key."""
     ref: dict[str, Any] = {}
     for match in _HEAD_ID.finditer(payload[:_HEAD_BYTES]):
         key = match.group(1).decode()

@@ -114,6 +114,33 @@ def test_an_oversized_turn_whose_id_comes_first_is_answered_rejected(
     assert cloud.requests("/v1/a2a/turn") == []
 
 
+BROKEN_WITH_AN_ID = {
+    "t-bytes": b'{"turn_id":"t-bytes","recognized_text":"hi \xff"}',  # not UTF-8
+    "t-surrogate": b'{"turn_id":"t-surrogate","recognized_text":"hi\\ud800"}',
+    "t-extra": b'{"turn_id":"t-extra","recognized_text":"hi","x":"\\udc00"}',
+    "t-cut": b'{"turn_id":"t-cut","recognized_text":"\xec\x95\x88',  # JSON cut short
+}
+
+
+def test_a_broken_turn_whose_id_can_be_read_is_answered_rejected(
+    state_rows: StateRows, runtime_factory: RuntimeFactory, probe: MqttProbe
+) -> None:
+    """SPEC §2.4: not UTF-8, a lone surrogate, JSON cut short — a turn whose turn_id can be
+    read is answered, and its refusal carries `ref`. Before: only a bare runtime/error."""
+    runtime_factory()
+    probe.wait_for(STATUS, lambda b: b.get("state") == "online")
+    for payload in BROKEN_WITH_AN_ID.values():
+        probe.publish(TURN_REQ, payload)
+    for turn_id in BROKEN_WITH_AN_ID:
+        answer = probe.wait_for(TURN_RESP, lambda b, t=turn_id: b.get("turn_id") == t)
+        assert (answer["status"], answer["error"]) == ("rejected", "invalid_json"), turn_id
+        refusal = probe.wait_for(
+            ERRORS, lambda b, t=turn_id: (b.get("ref") or {}).get("turn_id") == t
+        )
+        assert refusal["error"] == "invalid_json"
+    assert state_rows("SELECT count(*) FROM pairs") == [(0,)]
+
+
 def test_redelivered_turn_is_applied_once(
     state_rows: StateRows, runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe
 ) -> None:
