@@ -466,6 +466,7 @@ class DeviceApp:
         return removed
 
     def _drop_reports(self, workflow_ids: list[str]) -> int:
+        self.after_commit(partial(self.reports.forgotten, set(workflow_ids)))
         return self.sync.drop_reports(workflow_ids) + self.reports.owed.drop(workflow_ids)
 
     def _revoke(self, key: Any) -> dict[str, Any]:

@@ -51,6 +51,7 @@ class Reports:
         # bodies made (and terminal ones owed) in a unit of work, until it commits; what a
         # rolled-back unit left is dropped with the next settle past STASH_MAX
         self._made: dict[int, tuple[Report, dict[str, Any]]] = {}
+        self._sending: tuple[str, asyncio.Task[None]] | None = None  # workflow_id, its send
 
     def settle(self, reports: list[Report]) -> None:
         """Inside the unit of work that caused them."""
@@ -84,10 +85,28 @@ class Reports:
         """The worker: `decide(workflow_id, decision)` applies a supervisor's answer."""
         while True:
             report, body = await self._queue.get()
+            send = asyncio.create_task(self._send(report, body, unit, decide))
+            self._sending = (report.workflow_id, send)
             try:
-                await self._send(report, body, unit, decide)
-            except Exception:  # never let one report stop the worker
-                log.exception("reporting workflow %s failed", report.workflow_id)
+                await asyncio.wait({send})  # a cancel of the worker is not the send's own
+            except asyncio.CancelledError:
+                send.cancel()
+                raise
+            finally:
+                self._sending = None
+            if not send.cancelled() and send.exception() is not None:  # never stop the worker
+                log.error(
+                    "reporting workflow %s failed",
+                    report.workflow_id,
+                    exc_info=send.exception(),
+                )
+
+    def forgotten(self, workflow_ids: set[str]) -> None:
+        """After the commit of a forget that removed these workflows (and their owed reports):
+        the report being sent for one of them, retries and all, is given up (SPEC §5.5)."""
+        if self._sending is not None and self._sending[0] in workflow_ids:
+            log.info("workflow %s was forgotten: its report is not sent", self._sending[0])
+            self._sending[1].cancel()
 
     def keep_left(self, unit: Unit) -> int:
         """At a stop: the terminal reports not delivered yet (queued, or the one in flight) go

@@ -150,3 +150,42 @@ def test_a_stop_keeps_every_undelivered_report_once(db: Database) -> None:
     payloads = [r[0] for r in db.execute("SELECT payload FROM sync_outbox").fetchall()]
     assert len(payloads) == 1 and "wf-2" in payloads[0]
     assert rows(db, "reports_owed") == 0
+
+
+class HangingCloud(RecordingCloud):
+    """Takes each request only once `go` is set (a cloud retried against, or slow)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.go = asyncio.Event()
+        self.asked: list[str] = []
+
+    async def post_json(
+        self, path: str, body: dict[str, Any], *, deadline_s: float
+    ) -> tuple[int, Any]:
+        self.asked.append(body["workflow_id"])
+        await self.go.wait()
+        return await super().post_json(path, body, deadline_s=deadline_s)
+
+
+def test_a_report_being_sent_when_its_workflow_is_forgotten_is_given_up(db: Database) -> None:
+    """Before: the report in flight went on being retried and reached the cloud after the
+    forget (outside attacker, WORKFLOW_COMPLETED of wff0 delivered 1.9 s after forget --all)."""
+    cloud = HangingCloud()
+    reports = reporter(db, cloud)
+
+    async def scenario() -> None:
+        worker = asyncio.create_task(reports.run(unit=lambda: unit_of(db), decide=lambda *_: None))
+        end(db, reports, "wf-1", "wf-2")
+        while cloud.asked != ["wf-1"]:
+            await asyncio.sleep(0)
+        with db.atomic():
+            reports.owed.drop(["wf-1"])
+        reports.forgotten({"wf-1"})
+        cloud.go.set()
+        while not cloud.bodies:
+            await asyncio.sleep(0)
+        worker.cancel()
+
+    asyncio.run(scenario())
+    assert [b["workflow_id"] for b in cloud.bodies] == ["wf-2"]  # the worker went on
