@@ -112,6 +112,7 @@ class Runtime:
         self._alarms: list[str] = []  # unconfirmed cancels (edge/alarm.py)
         self._exit_code = 0
         self._intake_task: asyncio.Task[None] | None = None
+        self._ready = False  # READY=1 sent
 
     # --- life cycle -------------------------------------------------------------------------
     def _status(self, state: str) -> bytes:
@@ -166,7 +167,13 @@ class Runtime:
             )
             server = await serve_metrics(self._settings.metrics, metrics.render, metrics)
             self._servers.append(server)
-        loop.call_later(PREPARE_BY_S, self._warmup.run)  # or at the first connection
+        # the warm-up: at once when the broker holds our subscriptions (READY waited for
+        # them), else at the first connection or PREPARE_BY_S after READY, whichever first
+        self._ready = True
+        if self._channel.receiving.is_set():
+            loop.call_soon(self._warmup.run)
+        else:
+            loop.call_later(PREPARE_BY_S, self._warmup.run)
         self._intake_task = asyncio.create_task(self._intake.run())
         background = [
             self._intake_task,
@@ -411,7 +418,8 @@ class Runtime:
             self._app.session_lost()
         self._app.outbox.flush()  # what was owed before this connection
         self._notifier.status(self._status_line())  # `systemctl status` now, not at the next tick
-        asyncio.get_running_loop().call_soon(self._warmup.run)
+        if self._ready:  # before READY it would delay READY (edge/warmup.py)
+            asyncio.get_running_loop().call_soon(self._warmup.run)
 
     def _on_published(self, mid: int) -> None:
         self._app.outbox.on_published(mid)
