@@ -234,11 +234,7 @@ class DeviceApp:
     def recover(self) -> dict[str, int]:
         """Answer turns a previous run took in but never answered, load active workflows,
         send again commands never PUBACKed (attempt + 1), fire late deadlines."""
-        pending = self.memory.store.pending_turns()
-        for turn_id, pair_id in pending:
-            self.close_unanswered(
-                turn_id, pair_id, "error", "interrupted: the runtime restarted mid-turn"
-            )
+        pending = self.turns.answer_interrupted(self.settings.state_db_path.parent)
         active = self.tm.reload()
         with self.unit() as result:
             owed = self._publisher.owed_commands()
@@ -249,7 +245,7 @@ class DeviceApp:
         self.tick()
         return {
             "reports_kept": self.reports.recover(self.unit),
-            "interrupted_turns": len(pending),
+            "interrupted_turns": pending,
             "active_workflows": active,
             "commands_resent": result.commands,
         }

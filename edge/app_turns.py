@@ -12,6 +12,7 @@ import logging
 from collections.abc import Callable
 from datetime import datetime
 from functools import partial
+from pathlib import Path
 from typing import Any, TypeVar
 
 from a2a_common import jsonx
@@ -24,7 +25,7 @@ from cache.update import plan_update
 from cloud_client.client import CloudClient
 from cloud_client.errors import CloudError, CloudUnavailable
 from cloud_client.models import TurnResponse
-from edge import timings
+from edge import lost_answers, timings
 from edge.config import Settings
 from edge.inbox import InboxDedupe
 from edge.log import fields
@@ -358,21 +359,40 @@ class TurnInputs:
         self._repeats.pop(turn_id, None)
         self._acked.discard(turn_id)
 
-    def answer_lost(self, publish: Callable[[str, bytes], object]) -> int:
+    def answer_interrupted(self, state_dir: Path) -> int:
+        """At start: the turns a previous run took in and never answered are answered `error`
+        — with the body it already sent for those it answered when its DB was replaced
+        (edge/lost_answers.py), else `interrupted`. Returns how many."""
+        at_loss = lost_answers.taken(state_dir)
+        pending = self.memory.store.pending_turns()
+        for turn_id, pair_id in pending:
+            why = STATE_LOST if turn_id in at_loss else INTERRUPTED
+            self.close_unanswered(turn_id, pair_id, "error", why)
+        if at_loss:
+            lost_answers.done(state_dir)
+        return len(pending)
+
+    def answer_lost(self, publish: Callable[[str, bytes], object], state_dir: Path) -> None:
         """The state files are no longer the ones written (SPEC §6): no answer can be committed
         now, and the turns taken in and acknowledged will not come again. Each is answered
         `error` straight to the broker (once per arrival), not through the outbox; one not
-        acknowledged yet is left to its redelivery after the restart. Returns how many."""
+        acknowledged yet is left to its redelivery after the restart. Their ids are kept
+        beside the DB for the next start (edge/lost_answers.py)."""
         lost = sorted(self._acked)
         for turn_id in lost:
             body = response_body(turn_id, "error", ERROR_TEXT, error=STATE_LOST)
             for _arrival in range(1 + self._repeats.pop(turn_id, 0)):
                 publish(self.topics.turn_response, jsonx.dumps(body).encode("utf-8"))
         self._acked.clear()
-        return len(lost)
+        if lost:
+            lost_answers.keep(state_dir, lost)
+            log.warning(
+                "%d acknowledged turns answered `error`: their answers cannot be kept", len(lost)
+            )
 
 
 STATE_LOST = "interrupted: the state DB was removed or replaced; the runtime restarts"
+INTERRUPTED = "interrupted: the runtime restarted mid-turn"
 
 
 def _ids(turn: Received, **more: Any) -> dict[str, Any]:

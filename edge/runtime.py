@@ -16,7 +16,6 @@ import os
 import signal
 import sqlite3
 import time
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ from edge.alarm import alarm_body, alarm_line, watch_alarms
 from edge.app import DeviceApp
 from edge.config import Settings, load_settings
 from edge.errors import ConfigError
+from edge.housekeeping import prune
 from edge.intake import Intake
 from edge.metrics_server import serve as serve_metrics
 from edge.metrics_state import state_reader
@@ -154,9 +154,8 @@ class Runtime:
             ),
         )
         self._log_started(recovered)
-        # READY once the broker holds our subscriptions (a session it kept, or our SUBACK):
-        # a message sent to us on a fresh broker right after READY is then not dropped for
-        # want of a subscriber. A broker away: READY after READY_WAITS_FOR_BROKER_S all the same
+        # READY once the broker holds our subscriptions (a kept session, our SUBACK): a message
+        # sent right after READY is not dropped (or after READY_WAITS_FOR_BROKER_S, no broker)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._channel.receiving.wait(), READY_WAITS_FOR_BROKER_S)
         self._notifier.ready(self._status_line())
@@ -450,13 +449,11 @@ class Runtime:
         self._stop.set()
 
     def _state_lost(self, reason: str) -> None:
-        """The DB or WAL was removed or replaced (statefiles logged why): the turns already
-        acknowledged are answered now, then the stop (exit 1)."""
-        answered = self._app.turns.answer_lost(self._channel.publish)
-        if answered:
-            log.warning(
-                "%d acknowledged turns answered `error`: their answers cannot be kept", answered
-            )
+        """The DB or WAL was removed or replaced (statefiles logged why): the stop (exit 1),
+        the turns already acknowledged answered first (edge/app_turns.py `answer_lost`)."""
+        files = self._app.checkpointer.files
+        if files is not None and files.db_gone:  # a removed WAL is copied back: answers kept
+            self._app.turns.answer_lost(self._channel.publish, self._settings.state_db_path.parent)
         self._fatal(reason, logged=True)
 
     def _problems(self) -> list[str]:
@@ -482,28 +479,10 @@ class Runtime:
             try:
                 while True:
                     swept = self._app.sweep()
-                    pruned = self._prune()
+                    pruned = prune(self._app, self._settings)
                     if not (swept or pruned):
                         break
                     await asyncio.sleep(0)
             except Exception:
                 log.exception("retention sweep failed")
             await asyncio.sleep(self._settings.memory.retention_every_s)
-
-    def _prune(self, limit: int = 500) -> bool:
-        """One batch of what the runtime keeps only for a while: ended workflows (with their
-        traces) and inbound dedupe marks. True when it removed something."""
-        app = self._app
-        now = app.clock.now()
-        keep_ended = timedelta(days=self._settings.taskmanager.keep_ended_days)
-        keep_marks = timedelta(days=self._settings.mqtt.dedupe_keep_days)
-        keep_dead = timedelta(days=self._settings.mqtt.dead_letters_keep_days)
-        with app.unit():
-            workflows = app.tm.store.prune_ended(iso(now - keep_ended), limit)
-            marks = app.dedupe.prune(iso(now - keep_marks), limit)
-            dead = app.dead_letters.prune(iso(now - keep_dead), limit)
-        if workflows or marks:
-            log.info("pruned %d ended workflows and %d dedupe marks", workflows, marks)
-        if dead:
-            log.info("pruned %d inbound dead letters", dead)
-        return bool(workflows or marks or dead)

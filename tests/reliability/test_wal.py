@@ -266,3 +266,40 @@ def test_turns_acknowledged_when_the_db_is_replaced_are_all_answered(
     runtime.start()
     got = answered(probe, sent, 60, tmp_path / "runtime.log")
     assert {b["status"] for b in got.values()} <= {"ok", "error"}
+    # the copy held the turns in flight as unanswered: its start answered them again, with
+    # the body sent at the loss (before: a second, different `interrupted`)
+    assert one_answer_each(probe, sent)
+
+
+def one_answer_each(probe: MqttProbe, turn_ids: list[str]) -> bool:
+    """Every turn that got several answers got the same payload each time (SPEC §2.4)."""
+    bodies: dict[str, set[str]] = {}
+    for body in probe.messages(RESPONSES):
+        bodies.setdefault(body["turn_id"], set()).add(json.dumps(body, sort_keys=True))
+    differing = {t: b for t, b in bodies.items() if t in turn_ids and len(b) > 1}
+    assert not differing, differing
+    return True
+
+
+def test_turns_in_flight_when_the_wal_is_removed_are_answered_once(
+    tmp_path: Path,
+    state_rows: StateRows,
+    runtime_factory: RuntimeFactory,
+    probe: MqttProbe,
+    cloud: SimCloud,
+) -> None:
+    """A removed WAL's frames are copied back into the DB: the answers of the turns in flight
+    are kept and go out after the restart. Before: they were also answered `error` at the loss
+    (outside attacker: `error`, then `ok`, for one turn sent once)."""
+    runtime = runtime_factory()
+    cloud.set_faults(latency_s=0.4, path="/v1/a2a/turn")
+    _db, wal = files(tmp_path)
+    sent = say(probe, (f"fw-{n:03d}" for n in range(8)))
+    eventually(lambda: state_rows("SELECT count(*) FROM pairs")[0][0] >= 4)
+    wal.unlink()
+    assert runtime.proc is not None
+    assert runtime.proc.wait(timeout=15) == 1
+    cloud.set_faults()
+    runtime.start()
+    answered(probe, sent, 60, tmp_path / "runtime.log")
+    assert one_answer_each(probe, sent)
