@@ -25,7 +25,7 @@ from taskmanager.events import Report
 log = logging.getLogger(__name__)
 EVENTS_PATH = "/v1/a2a/workflow/events"
 Unit = Callable[[], AbstractContextManager[Any]]
-STASH_MAX = 1000
+STASH_MAX = 10_000  # bodies of reports in uncommitted units (a rolled-back one leaves its own)
 
 
 class Reports:
