@@ -24,6 +24,10 @@ from sim.processes import RuntimeProcess
 from tests.conftest import ROOT, RuntimeFactory, StateRows, eventually
 from tests.taskmanager.helpers import MOVE_PURIFY
 
+# mounts a tmpfs on the host: never beside the booted systemd container (on two workers its
+# unit stops failed with "Failed to kill control group ...: Input/output error")
+pytestmark = pytest.mark.xdist_group("system")
+
 FLOOD = 25  # more than Mosquitto's 20 unacknowledged messages
 DEBUG = {"A2A_DEBUG_HOOKS": "1"}
 
