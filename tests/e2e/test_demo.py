@@ -39,14 +39,20 @@ def readme_excerpt() -> list[tuple[float, str]]:
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     block = readme.split("An excerpt of", 1)[1].split("```", 2)[1]
     return [
-        (float(m[1]), m[2])
+        (float(m[1]), versionless(m[2]))
         for line in block.splitlines()
         if (m := re.match(r"^\s+(\d+\.\d)s  (.*)$", line))
     ]
 
 
 def shown(event: dict[str, Any]) -> str:
-    return event["ko"] + (f"  · {event['en']}" if event["en"] else "")
+    return versionless(event["ko"] + (f"  · {event['en']}" if event["en"] else ""))
+
+
+def versionless(text: str) -> str:
+    """A line with its etag left out: how many progress callbacks came before a cancel press
+    depends on the machine's speed (etag 8 in the README, 7 or 9 on a loaded one)."""
+    return re.sub(r"etag \d+", "etag N", text)
 
 
 @pytest.fixture(scope="module")

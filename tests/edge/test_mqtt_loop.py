@@ -105,7 +105,7 @@ def test_no_paho_thread_and_messages_both_ways(broker: Mosquitto) -> None:
 
     async def body(channel: MqttChannel, seen: Seen) -> None:
         await until(lambda: seen.connects)
-        await until(lambda: threads() == before)  # the connect thread ended
+        await until(lambda: threads() <= before)  # the connect thread ended
         for n in range(50):
             await send(probe, b"in-%d" % n)
         await until(lambda: len(seen.inbound) == 50)
@@ -114,7 +114,7 @@ def test_no_paho_thread_and_messages_both_ways(broker: Mosquitto) -> None:
         await asyncio.to_thread(probe.wait_for, OUT, lambda b: b == {"n": 1})
         await until(lambda: mid in seen.published)
         assert await channel.publish_and_wait(OUT, b"out-2", timeout_s=5.0)
-        assert threads() == before
+        assert threads() <= before  # no thread of ours (one from before may have ended)
 
     try:
         run(channel_for(broker.port), body, seen)
