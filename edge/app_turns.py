@@ -343,10 +343,9 @@ class TurnInputs:
 
     def close_unanswered(self, turn_id: str, pair_id: str, status: str, reason: str) -> None:
         """Answer `offline`/`error`; the utterance stays recorded as a pair without reply."""
-        text = {"offline": OFFLINE_TEXT, "rejected": ""}.get(status, ERROR_TEXT)
         with self.unit():
             self.sync.enqueue(self.memory.close_unanswered(pair_id, status))
-            self._respond(response_body(turn_id, status, text, error=reason))
+            self._respond(unanswered_body(turn_id, status, reason))
 
     def _respond(self, body: dict[str, Any]) -> None:
         turn_id = body["turn_id"]
@@ -380,7 +379,7 @@ class TurnInputs:
         beside the DB for the next start (edge/lost_answers.py)."""
         lost = sorted(self._acked)
         for turn_id in lost:
-            body = response_body(turn_id, "error", ERROR_TEXT, error=STATE_LOST)
+            body = unanswered_body(turn_id, "error", STATE_LOST)  # what a recovery sends again
             for _arrival in range(1 + self._repeats.pop(turn_id, 0)):
                 publish(self.topics.turn_response, jsonx.dumps(body).encode("utf-8"))
         self._acked.clear()
@@ -389,6 +388,13 @@ class TurnInputs:
             log.warning(
                 "%d acknowledged turns answered `error`: their answers cannot be kept", len(lost)
             )
+
+
+def unanswered_body(turn_id: str, status: str, reason: str) -> dict[str, Any]:
+    """`P/turn/response` of a turn closed without the planner's answer (one body for the
+    recovery and the loss, so a turn answered by both gets the same payload twice)."""
+    text = {"offline": OFFLINE_TEXT, "rejected": ""}.get(status, ERROR_TEXT)
+    return response_body(turn_id, status, text, error=reason)
 
 
 STATE_LOST = "interrupted: the state DB was removed or replaced; the runtime restarts"

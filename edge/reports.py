@@ -75,10 +75,13 @@ class Reports:
 
     def recover(self, unit: Unit) -> int:
         """At start: what a power cut left owed goes through the replay."""
+        return self._replay_owed(unit, "a previous run left them owed")
+
+    def _replay_owed(self, unit: Unit, why: str) -> int:
         with unit():
             moved = self.owed.to_replay()
         if moved:
-            log.info("%d workflow reports a previous run left owed: kept for the replay", moved)
+            log.info("%d workflow reports kept for the replay: %s", moved, why)
         return moved
 
     async def run(self, *, unit: Unit, decide: Callable[[str, Any], None]) -> None:
@@ -114,11 +117,7 @@ class Reports:
         flight may have reached the cloud: it keeps its request_id, so the cloud can tell."""
         while not self._queue.empty():
             self._queue.get_nowait()
-        with unit():
-            kept = self.owed.to_replay()
-        if kept:
-            log.info("%d workflow reports kept for the replay: the service stopped", kept)
-        return kept
+        return self._replay_owed(unit, "the service stopped")
 
     def _body(self, report: Report) -> dict[str, Any]:
         return {"request_id": new_ulid(self._clock), "device_id": self._device_id, **report.body}
@@ -152,7 +151,7 @@ class Reports:
             ok = isinstance(answer, dict) and status == 200
             decide(report.workflow_id, answer.get("decision") if ok else None)
 
-    def _undelivered(self, report: Report, why: str, body: dict[str, Any] | None = None) -> None:
+    def _undelivered(self, report: Report, why: str) -> None:
         if report.terminal:
-            self._sync.enqueue([SyncWrite("task_terminal", body or self._body(report))])
+            self._sync.enqueue([SyncWrite("task_terminal", self._body(report))])
             log.info("workflow %s report kept for the replay: %s", report.workflow_id, why)
