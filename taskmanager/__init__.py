@@ -1,2 +1,112 @@
 """Workflows and tasks: validation, the state machine, deadlines, resources, event policy,
-persistence, recovery (SPEC §4). Built in the TaskManager issue."""
+persistence, recovery (SPEC §4). Built in the TaskManager issue.
+The face: what other packages may use is `__all__`, imported from here (`from taskmanager import
+Callback`), never from a submodule; tests/test_faces.py holds it. The names load on first use
+(PEP 562), so importing the package costs nothing and the CLI's lazy imports stay lazy.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from taskmanager.catalog import load_catalog as load_catalog
+    from taskmanager.effects import load_effects as load_effects
+    from taskmanager.errors import CatalogError as CatalogError
+    from taskmanager.errors import EffectsError as EffectsError
+    from taskmanager.events import (
+        Callback as Callback,
+    )
+    from taskmanager.events import (
+        CancelTask as CancelTask,
+    )
+    from taskmanager.events import (
+        Command as Command,
+    )
+    from taskmanager.events import (
+        Observe as Observe,
+    )
+    from taskmanager.events import (
+        Report as Report,
+    )
+    from taskmanager.migrations import MIGRATIONS as MIGRATIONS
+    from taskmanager.model import (
+        ACTIVE_STEP as ACTIVE_STEP,
+    )
+    from taskmanager.model import (
+        CallbackStatus as CallbackStatus,
+    )
+    from taskmanager.model import (
+        Workflow as Workflow,
+    )
+    from taskmanager.service import (
+        Message as Message,
+    )
+    from taskmanager.service import (
+        Result as Result,
+    )
+    from taskmanager.service import (
+        TaskManager as TaskManager,
+    )
+    from taskmanager.service import (
+        TurnRef as TurnRef,
+    )
+    from taskmanager.store import WorkflowStore as WorkflowStore
+
+__all__ = [
+    "ACTIVE_STEP",
+    "MIGRATIONS",
+    "Callback",
+    "CallbackStatus",
+    "CancelTask",
+    "CatalogError",
+    "Command",
+    "EffectsError",
+    "Message",
+    "Observe",
+    "Report",
+    "Result",
+    "TaskManager",
+    "TurnRef",
+    "Workflow",
+    "WorkflowStore",
+    "load_catalog",
+    "load_effects",
+]
+
+# name -> (submodule, attribute)
+_FACE: dict[str, tuple[str, str]] = {
+    "ACTIVE_STEP": ("taskmanager.model", "ACTIVE_STEP"),
+    "Callback": ("taskmanager.events", "Callback"),
+    "CallbackStatus": ("taskmanager.model", "CallbackStatus"),
+    "CancelTask": ("taskmanager.events", "CancelTask"),
+    "CatalogError": ("taskmanager.errors", "CatalogError"),
+    "Command": ("taskmanager.events", "Command"),
+    "EffectsError": ("taskmanager.errors", "EffectsError"),
+    "MIGRATIONS": ("taskmanager.migrations", "MIGRATIONS"),
+    "Message": ("taskmanager.service", "Message"),
+    "Observe": ("taskmanager.events", "Observe"),
+    "Report": ("taskmanager.events", "Report"),
+    "Result": ("taskmanager.service", "Result"),
+    "TaskManager": ("taskmanager.service", "TaskManager"),
+    "TurnRef": ("taskmanager.service", "TurnRef"),
+    "Workflow": ("taskmanager.model", "Workflow"),
+    "WorkflowStore": ("taskmanager.store", "WorkflowStore"),
+    "load_catalog": ("taskmanager.catalog", "load_catalog"),
+    "load_effects": ("taskmanager.effects", "load_effects"),
+}
+
+if not TYPE_CHECKING:  # a type checker sees the imports above and no catch-all
+
+    def __getattr__(name: str) -> Any:
+        try:
+            module, attribute = _FACE[name]
+        except KeyError:
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+        value = getattr(import_module(module), attribute)
+        globals()[name] = value  # the next lookup is a plain attribute
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted({*globals(), *__all__})
