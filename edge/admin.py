@@ -19,7 +19,7 @@ from paho.mqtt.properties import Properties
 
 from a2a_common.clock import SystemClock, iso
 from a2a_common.ids import new_ulid
-from cloud_client.errors import CloudUnavailable
+from cloud_client import CloudUnavailable
 from edge import statelock
 from edge.app import DeviceApp
 from edge.config import Secrets, Settings

@@ -20,11 +20,8 @@ from a2a_common.clock import Clock
 from a2a_common.ids import new_ulid
 from a2a_common.sqlite import StorageUnavailable
 from a2a_common.stopwatch import Stopwatch
-from cache.memory import Memory
-from cache.update import plan_update
-from cloud_client.client import CloudClient
-from cloud_client.errors import CloudError, CloudUnavailable
-from cloud_client.models import TurnResponse
+from cache import Memory, plan_update
+from cloud_client import CloudClient, CloudError, CloudUnavailable, TurnResponse
 from edge import lost_answers, timings
 from edge.config import Settings
 from edge.inbox import InboxDedupe
@@ -44,9 +41,8 @@ from edge.turns import (
     update_input_of,
 )
 from edge.work import Work
-from sync.outbox import SyncOutbox
-from sync.replay import Replayer
-from taskmanager.service import TurnRef
+from sync import Replayer, SyncOutbox
+from taskmanager import TurnRef
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

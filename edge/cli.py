@@ -39,7 +39,7 @@ from edge.cli_kit import (
     UsageError,
 )
 from edge.errors import ConfigError, ServiceSilent
-from taskmanager.errors import CatalogError, EffectsError
+from taskmanager import CatalogError, EffectsError
 
 # each adds its commands to the top level; the order is the order of `a2a-edge --help`
 GROUPS: list[Callable[[Subparsers], None]] = [

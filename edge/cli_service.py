@@ -108,8 +108,7 @@ def cmd_config_check(args: argparse.Namespace) -> int:
     variables, the secret files, the catalog. A problem is one line and exit 2 (edge/cli.py)."""
     from edge import cli_out
     from edge.config_view import effective
-    from taskmanager.catalog import load_catalog
-    from taskmanager.effects import load_effects
+    from taskmanager import load_catalog, load_effects
 
     settings = settings_of(args)
     load_effects(load_catalog(settings.taskmanager.catalog_file), settings.experience.effects_file)

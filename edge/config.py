@@ -26,9 +26,16 @@ from pydantic import (
     model_validator,
 )
 
-from cache.lexicon import LexiconError, load_lexicon_file
-from cloud_client import security
-from cloud_client.body import DEFAULT_MAX_BYTES
+from cache import LexiconError, load_lexicon_file
+from cloud_client import (
+    DEFAULT_MAX_BYTES,
+    TlsMode,
+    checked_url,
+    clear_text_token,
+    host_of,
+    security_warnings,
+    tls_mode,
+)
 from edge.errors import ConfigError
 
 ENV_PREFIX = "A2A_EDGE_"
@@ -79,16 +86,16 @@ class CloudSettings(_Section):
     @field_validator("base_url")
     @classmethod
     def _url_httpx_takes(cls, value: str) -> str:
-        return security.checked_url(value)
+        return checked_url(value)
 
     @property
-    def tls_mode(self) -> security.TlsMode:
+    def tls_mode(self) -> TlsMode:
         """`verified`, `NOT verified` or `plain http`: what `a2a-edge status` shows."""
-        return security.tls_mode(self.base_url, self.verify_tls)
+        return tls_mode(self.base_url, self.verify_tls)
 
     def warnings(self) -> list[str]:
         """What start-up warns about, every start: verification off, insecure allowed."""
-        return security.warnings(
+        return security_warnings(
             self.base_url,
             verify_tls=self.verify_tls,
             has_token=bool(self.token_file),
@@ -97,13 +104,13 @@ class CloudSettings(_Section):
 
     def check(self) -> None:
         """Refuse a token over plain http to a host off this machine, unless allowed."""
-        if self.allow_insecure or not security.clear_text_token(
+        if self.allow_insecure or not clear_text_token(
             self.base_url, has_token=bool(self.token_file)
         ):
             return
         raise ConfigError(
             "cloud.base_url",
-            f"plain http to {security.host_of(self.base_url)} would send the token of "
+            f"plain http to {host_of(self.base_url)} would send the token of "
             "cloud.token_file in clear text; use https:// or set cloud.allow_insecure = true",
         )
 

@@ -13,8 +13,8 @@ from typing import Any
 
 from edge.consent import ConsentRegister, normal_scope
 from edge.topics import ConsentRequestMsg
-from sync.outbox import SyncOutbox
-from taskmanager.service import Result, TaskManager
+from sync import SyncOutbox
+from taskmanager import Result, TaskManager
 
 log = logging.getLogger(__name__)
 REVOKED = "consent_revoked"

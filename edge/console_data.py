@@ -11,7 +11,7 @@ from typing import Any
 
 from a2a_common.clock import SystemClock
 from a2a_common.jsonx import canonical
-from cache.memory import Memory
+from cache import Memory
 from edge import views
 from edge.config import Settings
 from edge.policies import privacy_policy
@@ -147,7 +147,7 @@ def consent(settings: Settings) -> dict[str, Any]:
 
 
 def sync(settings: Settings) -> dict[str, Any]:
-    from sync.outbox import SyncOutbox
+    from sync import SyncOutbox
 
     shown = views.sync_status(settings)
     with views.readonly_db(settings) as db:

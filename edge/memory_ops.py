@@ -8,8 +8,8 @@ import logging
 from typing import Any
 
 from a2a_common.clock import Clock
-from cache.memory import Memory
-from sync.outbox import SyncOutbox
+from cache import Memory
+from sync import SyncOutbox
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,7 @@ from datetime import datetime
 from typing import Any
 
 from a2a_common.clock import Clock, iso, parse_iso
-from cache.privacy import PrivacyPolicy
+from cache import PrivacyPolicy
 
 log = logging.getLogger("edge.observations")
 

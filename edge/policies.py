@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
-from cache.lexicon import Lexicon, LexiconError, lexicon
-from cache.memory import MemoryPolicy
-from cache.model import PromotionPolicy
-from cache.privacy import CategoryPolicy, PrivacyPolicy
+from cache import (
+    CategoryPolicy,
+    Lexicon,
+    LexiconError,
+    MemoryPolicy,
+    PrivacyPolicy,
+    PromotionPolicy,
+    extended_lexicon,
+)
 from edge.config import Settings
 from edge.errors import ConfigError
 
 
 def _lexicon(settings: Settings) -> Lexicon:
     try:
-        return lexicon(settings.privacy.lexicon_file)
+        return extended_lexicon(settings.privacy.lexicon_file)
     except LexiconError as exc:  # changed since the settings were checked
         raise ConfigError("privacy.lexicon_file", str(exc)) from None
 

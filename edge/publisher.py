@@ -6,8 +6,7 @@ from typing import Any
 
 from edge.outbound import DurableOutbox
 from edge.topics import Topics
-from taskmanager.events import CancelTask, Command
-from taskmanager.service import Message
+from taskmanager import CancelTask, Command, Message
 
 
 class TaskPublisher:

@@ -16,11 +16,10 @@ from typing import Any
 from a2a_common.clock import Clock
 from a2a_common.ids import new_ulid
 from a2a_common.writes import SyncWrite
-from cloud_client.client import CloudClient
-from cloud_client.errors import CloudError
+from cloud_client import CloudClient, CloudError
 from edge.reports_owed import OwedReports
-from sync.outbox import SyncOutbox
-from taskmanager.events import Report
+from sync import SyncOutbox
+from taskmanager import Report
 
 log = logging.getLogger(__name__)
 EVENTS_PATH = "/v1/a2a/workflow/events"

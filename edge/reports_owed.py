@@ -18,7 +18,7 @@ from a2a_common import jsonx
 from a2a_common.db import Database
 from a2a_common.sqlite import Migration
 from a2a_common.writes import SyncWrite
-from sync.outbox import SyncOutbox
+from sync import SyncOutbox
 
 
 def _v1(db: Database) -> None:

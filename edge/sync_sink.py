@@ -8,10 +8,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from cache.memory import Memory
-from cache.model import SyncPosition
-from cloud_client.models import SyncUpdates
-from sync.core import Pending, Position
+from cache import Memory, SyncPosition
+from cloud_client import SyncUpdates
+from sync import Pending, Position
 
 log = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ from pydantic import (
 )
 
 from edge.consent import MAX_TTL_S, SCOPE_PATTERN
-from taskmanager.model import CallbackStatus
+from taskmanager import CallbackStatus
 
 
 class _Inbound(BaseModel):

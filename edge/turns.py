@@ -12,10 +12,8 @@ from typing import Any
 from a2a_common.clock import Clock
 from a2a_common.ids import new_ulid
 from a2a_common.stopwatch import Stopwatch
-from cache.memory import Memory
-from cache.model import CandidateIn, SyncPosition
-from cache.update import UpdateInput
-from cloud_client.models import TurnRequest, TurnResponse, VoiceContext
+from cache import CandidateIn, Memory, SyncPosition, UpdateInput
+from cloud_client import TurnRequest, TurnResponse, VoiceContext
 
 LOCAL_ROUTE = "LOCAL"  # an offline turn the device handled itself
 OFFLINE_TEXT = "지금은 클라우드에 연결할 수 없어요. 잠시 후 다시 말씀해 주세요."

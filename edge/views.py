@@ -15,17 +15,14 @@ from a2a_common.clock import SystemClock, iso, parse_iso
 from a2a_common.db import Database
 from a2a_common.jsonx import canonical
 from a2a_common.sqlite import open_readonly, schema_version
-from cache import listing
-from cache.memory import SYNC_REFUSED, Memory
-from cache.revision import state_of
-from cache.store import CacheStore
+from cache import SYNC_REFUSED, CacheStore, Memory, list_pairs, list_sessions, state_of
 from edge import statelock
 from edge.config import Settings
 from edge.inbox import InboxDeadLetters
 from edge.outbound import DurableOutbox
 from edge.schema import MIGRATIONS
-from sync.outbox import SyncOutbox
-from taskmanager.store import WorkflowStore
+from sync import SyncOutbox
+from taskmanager import WorkflowStore
 
 HEARTBEAT_STALE_S = 15.0  # the runtime beats every 5 s
 
@@ -116,12 +113,12 @@ def _service_state(settings: Settings, age: float | None, beat: dict[str, Any]) 
 
 def pairs(settings: Settings, limit: int, session_id: str | None = None) -> list[dict[str, Any]]:
     with readonly_db(settings) as db:
-        return listing.pairs(db, limit, session_id)
+        return list_pairs(db, limit, session_id)
 
 
 def sessions(settings: Settings, limit: int) -> list[dict[str, Any]]:
     with readonly_db(settings) as db:
-        return listing.sessions(db, limit)
+        return list_sessions(db, limit)
 
 
 def inbox_dead(settings: Settings, limit: int = 100) -> list[dict[str, Any]]:

@@ -10,13 +10,11 @@ from contextlib import contextmanager
 from functools import partial
 
 from a2a_common.writes import SyncWrite
-from cache.memory import Memory
-from cache.promotion import StepOutcome, observed_candidates
+from cache import Memory, StepOutcome, observed_candidates
 from edge.commits import Commits
 from edge.reports import Reports
-from sync.outbox import SyncOutbox
-from taskmanager.model import Workflow
-from taskmanager.service import Result, TaskManager
+from sync import SyncOutbox
+from taskmanager import Result, TaskManager, Workflow
 
 log = logging.getLogger(__name__)
 
