@@ -1,4 +1,5 @@
-"""The runtime's connection wrapper keeps sqlite-utils' transaction semantics (a2a_common/db.py)."""
+"""The runtime's connection is sqlite-utils' Database with its transaction semantics
+(a2a_common/db.py)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+import sqlite_utils
 
-from a2a_common.db import Database, first_keyword
+from a2a_common.db import Database
 
 
 def open_db(path: Path) -> Database:
@@ -60,5 +62,24 @@ def test_transaction_control_is_never_committed_behind_the_caller(tmp_path: Path
     assert db.conn.in_transaction and count(tmp_path / "t.db") == 0
     db.execute("COMMIT")
     assert count(tmp_path / "t.db") == 1
-    assert first_keyword("  -- note\n /* c */ ; begin immediate") == "BEGIN"
-    assert first_keyword("-- only a comment") == ""
+    db.execute("  -- note\n /* c */ ; begin immediate")  # found past comments, `;`, case
+    db.execute("INSERT INTO t (x) VALUES (2)")
+    assert db.conn.in_transaction and count(tmp_path / "t.db") == 1
+    db.execute("ROLLBACK")
+    assert count(tmp_path / "t.db") == 1
+
+
+def test_it_is_sqlite_utils_database_with_one_savepoint_name(tmp_path: Path) -> None:
+    db = open_db(tmp_path / "t.db")
+    assert isinstance(db, sqlite_utils.Database)
+    seen: list[str] = []
+    db.conn.set_trace_callback(seen.append)
+    with db.atomic(), db.atomic(), db.atomic():
+        db["t"].insert({"x": 7})  # the table API writes inside the caller's transaction
+        assert count(tmp_path / "t.db") == 0
+    db.conn.set_trace_callback(None)
+    savepoints = [s for s in seen if "SAVEPOINT" in s]  # insert() nests one of its own
+    assert set(savepoints) == {"SAVEPOINT a2a_sp;", "RELEASE SAVEPOINT a2a_sp;"}
+    assert savepoints.count("SAVEPOINT a2a_sp;") == savepoints.count("RELEASE SAVEPOINT a2a_sp;")
+    assert savepoints.count("SAVEPOINT a2a_sp;") >= 2
+    assert count(tmp_path / "t.db") == 1
