@@ -47,9 +47,7 @@ from edge.topics import (
     ref_of,
 )
 from edge.work import Work
-from taskmanager.events import Callback, Observe
-from taskmanager.model import ACTIVE_STEP
-from taskmanager.service import TaskManager
+from taskmanager import ACTIVE_STEP, Callback, Observe, TaskManager
 
 log = logging.getLogger(__name__)
 FORGET_SCOPES = ("pair", "session", "profile_key", "all")

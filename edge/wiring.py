@@ -10,8 +10,8 @@ from a2a_common.backup import PreMigrationBackups
 from a2a_common.clock import Clock, SystemClock
 from a2a_common.db import Database
 from a2a_common.sqlite import open_state_db
-from cache.memory import Memory
-from cloud_client.client import CloudClient
+from cache import Memory
+from cloud_client import CloudClient
 from edge import __version__
 from edge.app import DeviceApp
 from edge.app_turns import TurnInputs
@@ -36,11 +36,8 @@ from edge.statefiles import StateFiles
 from edge.sync_sink import MemorySyncSink
 from edge.topics import Topics
 from edge.work import Work
-from sync.outbox import SyncOutbox
-from sync.replay import Replayer
-from taskmanager.catalog import load_catalog
-from taskmanager.effects import load_effects
-from taskmanager.service import TaskManager
+from sync import Replayer, SyncOutbox
+from taskmanager import TaskManager, load_catalog, load_effects
 
 if TYPE_CHECKING:
     import httpx
