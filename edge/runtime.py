@@ -22,7 +22,7 @@ from typing import Any
 from a2a_common import jsonx
 from a2a_common.clock import iso, parse_iso
 from a2a_common.sqlite import StorageError, StorageUnavailable, schema_version
-from cache.relabel import relabel_if_changed
+from cache import relabel_if_changed
 from edge import __version__, reload
 from edge.alarm import alarm_body, alarm_line, watch_alarms
 from edge.app import DeviceApp
