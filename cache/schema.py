@@ -9,14 +9,14 @@ from a2a_common.sqlite import Migration
 
 
 def _v1(db: Database) -> None:
-    db.execute(
-        """CREATE TABLE sessions (
-            session_id TEXT PRIMARY KEY,
-            started_at TEXT NOT NULL,
-            last_turn_at TEXT NOT NULL,
-            summary TEXT NOT NULL DEFAULT '')"""
+    sessions = db.table("sessions").create(
+        {"session_id": str, "started_at": str, "last_turn_at": str, "summary": str},
+        pk="session_id",
+        not_null={"started_at", "last_turn_at", "summary"},
+        defaults={"summary": ""},
     )
-    db.execute("CREATE INDEX sessions_last_turn ON sessions (last_turn_at)")
+    sessions.create_index(["last_turn_at"], index_name="sessions_last_turn")
+    # UNIQUE, a partial index: sqlite-utils' create() and create_index() cannot say them
     db.execute(
         """CREATE TABLE pairs (
             pair_id TEXT PRIMARY KEY,
@@ -30,26 +30,24 @@ def _v1(db: Database) -> None:
             created_at TEXT NOT NULL,
             completed_at TEXT)"""
     )
-    db.execute("CREATE INDEX pairs_created ON pairs (created_at)")
+    db.table("pairs").create_index(["created_at"], index_name="pairs_created")
     db.execute("CREATE INDEX pairs_status ON pairs (status) WHERE status = 'pending'")
-    db.execute(
-        """CREATE TABLE device_state (
-            key TEXT PRIMARY KEY,
-            value TEXT NOT NULL)"""
-    )
-    db.execute(
+    db.table("device_state").create({"key": str, "value": str}, pk="key", not_null={"value"})
+    db.execute(  # a CHECK: raw SQL
         """CREATE TABLE sync_position (
             id INTEGER PRIMARY KEY CHECK (id = 1),
             cursor TEXT NOT NULL,
             version TEXT NOT NULL)"""
     )
-    db.execute("INSERT INTO sync_position (id, cursor, version) VALUES (1, '', '')")
+    db.table("sync_position").insert({"id": 1, "cursor": "", "version": ""})
 
 
 def _v2(db: Database) -> None:
     """Every tier of SPEC §5.1 with provenance (JSON arrays of ids)."""
-    db.execute("ALTER TABLE pairs ADD COLUMN expire_at TEXT")
-    db.execute("ALTER TABLE pairs ADD COLUMN synced INTEGER NOT NULL DEFAULT 0")
+    pairs = db.table("pairs")
+    pairs.add_column("expire_at", str)
+    pairs.add_column("synced", int, not_null_default=0)
+    # UNIQUE, CHECK, ON DELETE CASCADE, a DESC key: raw SQL
     db.execute(
         """CREATE TABLE daily_summaries (
             summary_id TEXT PRIMARY KEY,
@@ -106,7 +104,7 @@ def _v2(db: Database) -> None:
 
 def _v3(db: Database) -> None:
     """Append-only audit of forgets, revocations and expiries: ids and counts, never text."""
-    db.execute(
+    db.execute(  # AUTOINCREMENT and triggers: raw SQL
         """CREATE TABLE memory_audit (
             id INTEGER PRIMARY KEY AUTOINCREMENT,
             ts TEXT NOT NULL,
@@ -168,10 +166,10 @@ def _v4(db: Database) -> None:
     from cache.privacy import SENSITIVE_MAX_DAYS
 
     for table, _id, _text, cats, flag in _TEXTS:
-        db.execute(f"ALTER TABLE {table} ADD COLUMN {cats} TEXT NOT NULL DEFAULT '[]'")
-        db.execute(f"ALTER TABLE {table} ADD COLUMN {flag} INTEGER NOT NULL DEFAULT 0")
-    db.execute("ALTER TABLE profile_items ADD COLUMN categories TEXT NOT NULL DEFAULT '[]'")
-    db.execute("CREATE INDEX pairs_session ON pairs (session_id)")
+        db.table(table).add_column(cats, str, not_null_default="[]")
+        db.table(table).add_column(flag, int, not_null_default=0)
+    db.table("profile_items").add_column("categories", str, not_null_default="[]")
+    db.table("pairs").create_index(["session_id"], index_name="pairs_session")
     item = ("item_id", "categories", "sensitive")
     for item_id, key, value, category in db.execute(
         "SELECT item_id, key, value, category FROM profile_items"
@@ -211,16 +209,19 @@ def _v5(db: Database) -> None:
     `superseded_by` set), so the status CHECK and the table stay as shipped: no rebuild, no
     foreign key juggling over `profile_evidence`. Items confirmed before this migration count
     as confirmed at their last update."""
+    items = db.table("profile_items")
     for column in ("confirmed_at", "contested_by", "superseded_by", "superseded_at", "supersedes"):
-        db.execute(f"ALTER TABLE profile_items ADD COLUMN {column} TEXT")
+        items.add_column(column, str)
     db.execute("UPDATE profile_items SET confirmed_at = updated_at WHERE status = 'confirmed'")
-    db.execute("CREATE INDEX profile_evidence_window ON profile_evidence (item_id, day)")
-    db.execute("CREATE INDEX profile_items_key ON profile_items (key, status)")
+    evidence = db.table("profile_evidence")
+    evidence.create_index(["item_id", "day"], index_name="profile_evidence_window")
+    items.create_index(["key", "status"], index_name="profile_items_key")
 
 
 def _v6(db: Database) -> None:
     """`device_state` keyed by `key` alone (WITHOUT ROWID): a heartbeat or a new active
-    workflow rewrote two b-trees (rows and the key's index), now one (issue 23)."""
+    workflow rewrote two b-trees (rows and the key's index), now one (issue 23). WITHOUT ROWID:
+    raw SQL (sqlite-utils' create() and transform() cannot make one)."""
     db.execute(
         """CREATE TABLE device_state_keyed (
             key TEXT PRIMARY KEY,

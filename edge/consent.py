@@ -27,15 +27,12 @@ SCOPE_PATTERN = r"^(category|capability):[A-Za-z0-9_.\-]{1,64}$"
 
 
 def _v1(db: Database) -> None:
-    db.execute(
-        """CREATE TABLE consent_grants (
-            scope TEXT PRIMARY KEY,
-            granted_at TEXT NOT NULL,
-            expires_at TEXT,
-            source TEXT NOT NULL,
-            request_id TEXT)"""
+    db.table("consent_grants").create(
+        {"scope": str, "granted_at": str, "expires_at": str, "source": str, "request_id": str},
+        pk="scope",
+        not_null={"granted_at", "source"},
     )
-    db.execute(
+    db.execute(  # AUTOINCREMENT and triggers: raw SQL
         """CREATE TABLE consent_audit (
             id INTEGER PRIMARY KEY AUTOINCREMENT,
             ts TEXT NOT NULL,

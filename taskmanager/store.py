@@ -23,21 +23,24 @@ TERMINAL_SQL = "('completed', 'failed', 'cancelled', 'rejected')"
 
 
 def _v1(db: Database) -> None:
-    db.execute(
-        """CREATE TABLE workflows (
-            workflow_id TEXT PRIMARY KEY,
-            status TEXT NOT NULL,
-            etag INTEGER NOT NULL,
-            source TEXT NOT NULL,
-            turn_id TEXT,
-            reason TEXT,
-            doc TEXT NOT NULL,
-            created_at TEXT NOT NULL,
-            updated_at TEXT NOT NULL)"""
+    workflows = db.table("workflows").create(
+        {
+            "workflow_id": str,
+            "status": str,
+            "etag": int,
+            "source": str,
+            "turn_id": str,
+            "reason": str,
+            "doc": str,
+            "created_at": str,
+            "updated_at": str,
+        },
+        pk="workflow_id",
+        not_null={"status", "etag", "source", "doc", "created_at", "updated_at"},
     )
-    db.execute("CREATE INDEX workflows_status ON workflows (status)")
-    db.execute("CREATE INDEX workflows_created ON workflows (created_at)")
-    db.execute(
+    workflows.create_index(["status"], index_name="workflows_status")
+    workflows.create_index(["created_at"], index_name="workflows_created")
+    db.execute(  # AUTOINCREMENT: raw SQL
         """CREATE TABLE workflow_trace (
             id INTEGER PRIMARY KEY AUTOINCREMENT,
             workflow_id TEXT NOT NULL,
@@ -46,14 +49,14 @@ def _v1(db: Database) -> None:
             kind TEXT NOT NULL,
             detail TEXT NOT NULL)"""
     )
-    db.execute("CREATE INDEX workflow_trace_wf ON workflow_trace (workflow_id, id)")
+    db.table("workflow_trace").create_index(["workflow_id", "id"], index_name="workflow_trace_wf")
 
 
 MIGRATIONS = [Migration("taskmanager_0001_workflows_trace", _v1)]
 
 
 def _v2(db: Database) -> None:
-    db.execute("CREATE INDEX workflows_ended ON workflows (status, updated_at)")
+    db.table("workflows").create_index(["status", "updated_at"], index_name="workflows_ended")
 
 
 MIGRATIONS_2 = [Migration("taskmanager_0002_workflows_ended_index", _v2)]
@@ -65,24 +68,23 @@ def _v3(db: Database) -> None:
     every change no longer moves its entry; trace ids are plain integer ids — an
     AUTOINCREMENT rewrote `sqlite_sequence`'s page in every commit that traced. A new row's id
     is still larger than every row left (the largest + 1), so `ORDER BY id` keeps its order."""
-    db.execute("DROP INDEX workflows_status")
-    db.execute("DROP INDEX workflows_ended")
-    db.execute(
+    workflows = db.table("workflows")
+    workflows.drop_index("workflows_status")
+    workflows.drop_index("workflows_ended")
+    db.execute(  # a partial index: raw SQL
         f"CREATE INDEX workflows_ended ON workflows (updated_at) WHERE status IN {TERMINAL_SQL}"
     )
-    db.execute(
-        """CREATE TABLE workflow_trace_plain (
-            id INTEGER PRIMARY KEY,
-            workflow_id TEXT NOT NULL,
-            ts TEXT NOT NULL,
-            etag INTEGER,
-            kind TEXT NOT NULL,
-            detail TEXT NOT NULL)"""
+    # the rebuild by hand, not transform(): it keeps the column order `SELECT *` copies by,
+    # zeroes the old pages (secure_delete) and clears the table's sqlite_sequence row
+    db.table("workflow_trace_plain").create(
+        {"id": int, "workflow_id": str, "ts": str, "etag": int, "kind": str, "detail": str},
+        pk="id",
+        not_null={"workflow_id", "ts", "kind", "detail"},
     )
     db.execute("INSERT INTO workflow_trace_plain SELECT * FROM workflow_trace")
     db.execute("DROP TABLE workflow_trace")  # secure_delete: its freed pages are zeroed
     db.execute("ALTER TABLE workflow_trace_plain RENAME TO workflow_trace")
-    db.execute("CREATE INDEX workflow_trace_wf ON workflow_trace (workflow_id, id)")
+    db.table("workflow_trace").create_index(["workflow_id", "id"], index_name="workflow_trace_wf")
     db.execute(
         "DELETE FROM sqlite_sequence WHERE name IN ('workflow_trace', 'workflow_trace_plain')"
     )

@@ -35,13 +35,10 @@ log = logging.getLogger(__name__)
 
 
 def _create(db: Database) -> None:
-    db.execute(
-        """CREATE TABLE cancel_watch (
-            task_id TEXT PRIMARY KEY,
-            workflow_id TEXT NOT NULL,
-            phase TEXT NOT NULL,
-            due_at TEXT,
-            doc TEXT NOT NULL)"""
+    db.table("cancel_watch").create(
+        {"task_id": str, "workflow_id": str, "phase": str, "due_at": str, "doc": str},
+        pk="task_id",
+        not_null={"workflow_id", "phase", "doc"},
     )
 
 
