@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import secrets
 import threading
+from datetime import datetime
 
 from a2a_common.clock import Clock
 
@@ -34,6 +35,11 @@ def new_ulid(clock: Clock) -> str:
             rand = secrets.randbits(80)
         _last[0], _last[1] = millis, rand
     return _encode(millis, 10) + _encode(rand & ((1 << 80) - 1), 16)
+
+
+def ulid_floor(when: datetime) -> str:
+    """The smallest ULID of `when`'s millisecond: every id made before it sorts below it."""
+    return _encode(int(when.timestamp() * 1000), 10) + _ALPHABET[0] * 16
 
 
 def new_id(prefix: str, clock: Clock) -> str:

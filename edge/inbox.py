@@ -5,13 +5,18 @@ on (SPEC §2.4), refused and acknowledged, kept for the operator (`a2a-edge inbo
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from a2a_common import jsonx
 from a2a_common.clock import Clock, iso
 from a2a_common.db import Database
+from a2a_common.queues import Handed
 from a2a_common.sqlite import Migration
+
+if TYPE_CHECKING:
+    from a2a_common.queues import DurableQueue
 
 
 def _v1(db: Database) -> None:
@@ -118,25 +123,70 @@ class InboxDedupe:
         return int(cursor.rowcount)
 
 
+@dataclass(frozen=True)
+class DeadLetter:
+    """An inbound message a handler failed on, as `put` takes it and `hand_out` gives it."""
+
+    topic: str
+    payload: bytes
+    error: str
+
+
 class InboxDeadLetters:
     """Bounded in count and age (the retention loop prunes them); a payload may hold the
-    user's words, so `forget --all` wipes them too."""
+    user's words, so `forget --all` wipes them too. Also a `DurableQueue` (a2a_common.queues):
+    what an operator or a tool has dealt with is `ack`ed and goes at the next `reap`."""
 
     def __init__(self, *, db: Database, clock: Clock, keep: int) -> None:
         self._db = db
         self._clock = clock
         self._keep = keep
+        self._acked: list[int] = []  # ids the next `reap()` deletes
 
     def add(self, topic: str, payload: bytes, error: str) -> None:
         """Inside the caller's transaction; the oldest beyond `keep` go at once."""
-        self._db.execute(
+        self.put(DeadLetter(topic, payload, error))
+
+    def put(self, item: DeadLetter) -> int:
+        """`add`; returns the new id (AUTOINCREMENT: never one used before)."""
+        cursor = self._db.execute(
             "INSERT INTO inbox_dead (topic, payload, error, received_at) VALUES (?, ?, ?, ?)",
-            [topic, payload, error[:500], iso(self._clock.now())],
+            [item.topic, item.payload, item.error[:500], iso(self._clock.now())],
         )
+        row_id = int(cursor.lastrowid or 0)
         self._db.execute(
             "DELETE FROM inbox_dead WHERE id <= (SELECT max(id) FROM inbox_dead) - ?",
             [self._keep],
         )
+        return row_id
+
+    def hand_out(self, limit: int) -> list[Handed[int, DeadLetter]]:
+        """Up to `limit` dead letters not acked, oldest first."""
+        skip = set(self._acked)
+        rows = self._db.execute(
+            "SELECT id, topic, payload, error FROM inbox_dead ORDER BY id LIMIT ?",
+            [limit + len(skip)],
+        ).fetchall()
+        letters = [
+            Handed(int(row_id), DeadLetter(topic, bytes(payload), error))
+            for row_id, topic, payload, error in rows
+            if row_id not in skip
+        ]
+        return letters[:limit]
+
+    def ack(self, ids: Iterable[int]) -> None:
+        self._acked.extend(ids)
+
+    def reap(self) -> int:
+        """Delete the acked dead letters (inside the caller's transaction, or one of its own)."""
+        done = list(self._acked)
+        if done:
+            with self._db.atomic():
+                self._db.conn.executemany(
+                    "DELETE FROM inbox_dead WHERE id = ?", [(row_id,) for row_id in done]
+                )
+            del self._acked[: len(done)]
+        return len(done)
 
     def listing(self, limit: int = 100) -> list[dict[str, Any]]:
         rows = self._db.execute(
@@ -170,3 +220,7 @@ class InboxDeadLetters:
 
     def wipe(self) -> int:
         return int(self._db.execute("DELETE FROM inbox_dead").rowcount)
+
+
+if TYPE_CHECKING:  # mypy checks that it conforms
+    _conforms: type[DurableQueue[DeadLetter, int]] = InboxDeadLetters

@@ -12,12 +12,18 @@ from __future__ import annotations
 import json
 import logging
 import math
-from typing import Any, Protocol
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
 
 from a2a_common import jsonx
 from a2a_common.clock import Clock, iso, parse_iso
 from a2a_common.db import Database
+from a2a_common.queues import Handed
 from a2a_common.sqlite import Migration
+
+if TYPE_CHECKING:
+    from a2a_common.queues import DurableQueue
 
 log = logging.getLogger(__name__)
 _SAFE_STOP = '"safe_stop":true'  # as jsonx writes it
@@ -85,8 +91,19 @@ class Wire(Protocol):
     ) -> int: ...
 
 
+@dataclass(frozen=True)
+class Outbound:
+    """A message of the outbox, as `put` takes it and `hand_out` gives it."""
+
+    topic: str
+    payload: dict[str, Any] = field(default_factory=dict)
+    retain: bool = False
+    qos: int = 1
+
+
 class DurableOutbox:
-    """The MQTT outbox; only the loop thread calls it."""
+    """The MQTT outbox; only the loop thread calls it. Also a `DurableQueue` (a2a_common.queues):
+    `flush()` and `on_published()` are its hand-out and ack through paho."""
 
     def __init__(self, *, db: Database, clock: Clock) -> None:
         self._db = db
@@ -124,11 +141,24 @@ class DurableOutbox:
         self, topic: str, payload: dict[str, Any], *, retain: bool = False, qos: int = 1
     ) -> None:
         """Call inside the transaction whose change this message reports."""
+        self.put(Outbound(topic, payload, retain, qos))
+
+    def put(self, item: Outbound) -> int:
+        """`enqueue` as a `DurableQueue`: returns the row's id."""
+        row_id = self._new_id()
         self._db.execute(
             "INSERT INTO mqtt_outbox (id, topic, payload, qos, retain, created_at)"
             " VALUES (?, ?, ?, ?, ?, ?)",
-            [self._new_id(), topic, jsonx.dumps(payload), qos, int(retain), iso(self._clock.now())],
+            [
+                row_id,
+                item.topic,
+                jsonx.dumps(item.payload),
+                item.qos,
+                int(item.retain),
+                iso(self._clock.now()),
+            ],
         )
+        return row_id
 
     def _new_id(self) -> int:
         """Larger than any id given or handed in this process: SQLite's own choice (the
@@ -172,7 +202,27 @@ class DurableOutbox:
         PUBACKs that arrived together)."""
         row_id = self._in_flight.pop(mid, None)
         if row_id is not None:
-            self._acked.append(row_id)
+            self.ack([row_id])
+
+    def hand_out(self, limit: int) -> list[Handed[int, Outbound]]:
+        """Up to `limit` rows not handed yet in this process, oldest first, without a wire (what
+        `flush()` does with paho, minus its safe stops first and expiry); each once per
+        process, like `flush()`'s."""
+        rows = self._db.execute(
+            "SELECT id, topic, payload, qos, retain FROM mqtt_outbox WHERE id > ?"
+            " ORDER BY id LIMIT ?",
+            [self._last_handed, limit],
+        ).fetchall()
+        if rows:
+            self._last_handed = max(self._last_handed, rows[-1][0])
+        return [
+            Handed(row_id, Outbound(topic, json.loads(payload), bool(retain), qos))
+            for row_id, topic, payload, qos, retain in rows
+        ]
+
+    def ack(self, ids: Iterable[int]) -> None:
+        """These rows were delivered: the next `reap()` deletes them."""
+        self._acked.extend(ids)
 
     @property
     def acked(self) -> int:
@@ -216,3 +266,28 @@ class DurableOutbox:
 
     def pending(self) -> int:
         return int(self._db.execute("SELECT count(*) FROM mqtt_outbox").fetchone()[0])
+
+    def count(self) -> int:
+        return self.pending()
+
+    def prune(self, before: str, limit: int) -> int:
+        """Up to `limit` rows written before `before` that would never be sent: commands past
+        their deadline (`expire_under`; `flush()` drops them too, when it meets them). Inside
+        the caller's transaction; returns how many. Every other row waits for its PUBACK."""
+        if not self._expiring or limit <= 0:
+            return 0
+        rows = self._db.execute(
+            "SELECT id, topic, payload FROM mqtt_outbox WHERE topic >= ? AND topic < ?"
+            " AND created_at < ? ORDER BY id",
+            [self._expiring, self._expiring + "\uffff", before],
+        ).fetchall()
+        void = [(row_id,) for row_id, topic, payload in rows if not self._expiry(topic, payload)[0]]
+        void = void[:limit]
+        if void:
+            with self._db.atomic():
+                self._db.conn.executemany("DELETE FROM mqtt_outbox WHERE id = ?", void)
+        return len(void)
+
+
+if TYPE_CHECKING:  # mypy checks that it conforms
+    _conforms: type[DurableQueue[Outbound, int]] = DurableOutbox

@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from a2a_common import jsonx
+from a2a_common.clock import parse_iso
 from a2a_common.db import Database
+from a2a_common.ids import ulid_floor
+from a2a_common.queues import Handed
 from a2a_common.sqlite import Migration
 from a2a_common.writes import SyncWrite
 from sync import SyncOutbox
@@ -32,8 +35,14 @@ def _v1(db: Database) -> None:
 
 MIGRATIONS = [Migration("edge_0008_reports_owed", _v1)]
 
+if TYPE_CHECKING:
+    from a2a_common.queues import DurableQueue
+
 
 class OwedReports:
+    """Also a `DurableQueue` (a2a_common.queues) of report bodies by `request_id`: `put` is
+    `owe`, `ack` is `delivered`; `prune` moves stale rows to the replay."""
+
     def __init__(self, *, db: Database, sync_outbox: SyncOutbox) -> None:
         self._db = db
         self.sync = sync_outbox
@@ -46,6 +55,38 @@ class OwedReports:
             " VALUES (?, ?, ?)",
             [body["request_id"], str(body.get("workflow_id", "")), jsonx.dumps(body)],
         )
+
+    def put(self, item: dict[str, Any]) -> str:
+        """`owe`; returns the body's `request_id`."""
+        self.owe(item)
+        return str(item["request_id"])
+
+    def hand_out(self, limit: int) -> list[Handed[str, dict[str, Any]]]:
+        """Owed bodies not delivered, oldest first (`request_id`s are ULIDs)."""
+        skip = set(self._delivered)
+        rows = self._db.execute(
+            "SELECT request_id, payload FROM reports_owed ORDER BY request_id LIMIT ?",
+            [limit + len(skip)],
+        ).fetchall()
+        owed = [Handed(str(r), json.loads(p)) for r, p in rows if r not in skip]
+        return owed[:limit]
+
+    def ack(self, ids: Iterable[str]) -> None:
+        for request_id in ids:
+            self.delivered(request_id)
+
+    def count(self) -> int:
+        return int(self._db.execute("SELECT count(*) FROM reports_owed").fetchone()[0])
+
+    def prune(self, before: str, limit: int) -> int:
+        """Up to `limit` rows owed since before `before` (by their ULID `request_id`) move to
+        the replay, as `to_replay` (a report the worker never settled is not left behind);
+        inside a unit of work. Returns how many."""
+        rows = self._db.execute(
+            "SELECT request_id FROM reports_owed WHERE request_id < ? ORDER BY request_id LIMIT ?",
+            [ulid_floor(parse_iso(before)), limit],
+        ).fetchall()
+        return self.to_replay([row[0] for row in rows]) if rows else 0
 
     def still_owed(self, request_id: str) -> bool:
         """False once forgotten (`drop`) or moved to the sync outbox: nothing to send."""
@@ -106,3 +147,7 @@ class OwedReports:
                 ).rowcount
             )
         return dropped
+
+
+if TYPE_CHECKING:  # mypy checks that it conforms
+    _conforms: type[DurableQueue[dict[str, Any], str]] = OwedReports

@@ -9,15 +9,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from a2a_common import jsonx
 from a2a_common.clock import Clock, iso
 from a2a_common.db import Database
 from a2a_common.ids import new_ulid
+from a2a_common.queues import Handed
 from a2a_common.sqlite import Migration
-from a2a_common.writes import SyncWrite
+from a2a_common.writes import SyncWrite, WriteKind
 from sync.core import Pending
+
+if TYPE_CHECKING:
+    from a2a_common.queues import DurableQueue
 
 
 def _v1(db: Database) -> None:
@@ -80,6 +84,9 @@ MIGRATIONS_3 = [Migration("sync_0003_outbox_without_rowid", _v3)]
 
 
 class SyncOutbox:
+    """Also a `DurableQueue` (a2a_common.queues): `put`, `hand_out` (the replayer's `oldest`),
+    `ack` (deletes at once: `reap` has nothing left to do), `prune` (old dead letters)."""
+
     def __init__(self, *, db: Database, clock: Clock) -> None:
         self._db = db
         self._clock = clock
@@ -96,8 +103,37 @@ class SyncOutbox:
             ids.append(write_id)
         return ids
 
+    def put(self, item: SyncWrite) -> str:
+        """One `enqueue`d write (inside the change's transaction); returns its write id."""
+        return self.enqueue([item])[0]
+
     def pending(self) -> int:
         return int(self._db.execute("SELECT count(*) FROM sync_outbox").fetchone()[0])
+
+    def count(self) -> int:
+        """Writes owed (dead letters are not: `dead_count`)."""
+        return self.pending()
+
+    def hand_out(self, limit: int) -> list[Handed[str, SyncWrite]]:
+        """`oldest`, as the writes were put: the same ones again until acked or dead."""
+        return [
+            Handed(p.write_id, SyncWrite(cast(WriteKind, p.kind), p.payload))
+            for p in self.oldest(limit)
+        ]
+
+    def reap(self) -> int:
+        """Nothing: `ack` and `kill` delete in the caller's transaction."""
+        return 0
+
+    def prune(self, before: str, limit: int) -> int:
+        """Up to `limit` dead letters that died before `before`; a write still owed is never
+        pruned (it leaves when acked or dead). Returns how many."""
+        cursor = self._db.execute(
+            "DELETE FROM sync_dead WHERE write_id IN"
+            " (SELECT write_id FROM sync_dead WHERE dead_at < ? ORDER BY dead_at LIMIT ?)",
+            [before, limit],
+        )
+        return int(cursor.rowcount)
 
     def oldest(self, limit: int) -> list[Pending]:
         rows = self._db.execute(
@@ -107,9 +143,12 @@ class SyncOutbox:
         return [Pending(w, k, c, json.loads(p)) for w, k, c, p in rows]
 
     def ack(self, write_ids: Iterable[str]) -> None:
-        self._db.conn.executemany(
-            "DELETE FROM sync_outbox WHERE write_id = ?", [(w,) for w in write_ids]
-        )
+        """Delete them, inside the caller's transaction (or one of its own: a bare executemany
+        outside one would leave the driver's implicit transaction open, never committed)."""
+        with self._db.atomic():
+            self._db.conn.executemany(
+                "DELETE FROM sync_outbox WHERE write_id = ?", [(w,) for w in write_ids]
+            )
 
     def kill(self, dead: Iterable[tuple[str, str]]) -> None:
         """Move rejected writes to the dead letters, with the cloud's reason."""
@@ -249,3 +288,7 @@ class SyncOutbox:
 
     def clear_meta(self, key: str) -> None:
         self._db.execute("DELETE FROM sync_meta WHERE key = ?", [key])
+
+
+if TYPE_CHECKING:  # mypy checks that it conforms
+    _conforms: type[DurableQueue[SyncWrite, str]] = SyncOutbox
