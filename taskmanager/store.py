@@ -263,10 +263,10 @@ class WorkflowStore:
         return sum(n for s, n in self.counts_by_status().items() if s not in TERMINAL_WORKFLOW)
 
     def listing(self, limit: int = 50) -> list[dict[str, Any]]:
-        rows = self._db.execute(
-            "SELECT workflow_id, status, etag, source, turn_id, reason, created_at, updated_at"
-            " FROM workflows ORDER BY created_at DESC, workflow_id LIMIT ?",
-            [limit],
+        return list(
+            self._db.table("workflows").rows_where(
+                select="workflow_id, status, etag, source, turn_id, reason, created_at, updated_at",
+                order_by="created_at DESC, workflow_id",
+                limit=int(limit),
+            )
         )
-        names = [d[0] for d in rows.description]
-        return [dict(zip(names, r, strict=True)) for r in rows.fetchall()]
