@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 
 def _v1(db: Database) -> None:
-    db.execute(
+    db.execute(  # AUTOINCREMENT: raw SQL
         """CREATE TABLE inbox_dead (
             id INTEGER PRIMARY KEY AUTOINCREMENT,
             topic TEXT NOT NULL,
@@ -28,15 +28,15 @@ def _v1(db: Database) -> None:
             error TEXT NOT NULL,
             received_at TEXT NOT NULL)"""
     )
-    db.execute("CREATE INDEX inbox_dead_at ON inbox_dead (received_at)")
+    db.table("inbox_dead").create_index(["received_at"], index_name="inbox_dead_at")
 
 
 MIGRATIONS = [Migration("edge_0003_inbox_dead_letters", _v1)]
 
 
 def _v2(db: Database) -> None:
-    db.execute("ALTER TABLE inbox_seen ADD COLUMN fingerprint TEXT")
-    db.execute("ALTER TABLE inbox_seen ADD COLUMN answer TEXT")
+    db.table("inbox_seen").add_column("fingerprint", str)
+    db.table("inbox_seen").add_column("answer", str)
 
 
 MIGRATIONS_2 = [Migration("edge_0004_inbox_seen_answers", _v2)]
@@ -44,7 +44,8 @@ MIGRATIONS_2 = [Migration("edge_0004_inbox_seen_answers", _v2)]
 
 def _v3(db: Database) -> None:
     """Keyed by `key` alone (WITHOUT ROWID): every inbound message wrote three b-trees (rows,
-    the key's index, `seen_at`), now two — a WAL frame less per commit (issue 23)."""
+    the key's index, `seen_at`), now two — a WAL frame less per commit (issue 23). WITHOUT
+    ROWID: raw SQL (sqlite-utils' create() and transform() cannot make one)."""
     db.execute(
         """CREATE TABLE inbox_seen_keyed (
             key TEXT PRIMARY KEY,
@@ -59,7 +60,7 @@ def _v3(db: Database) -> None:
     )
     db.execute("DROP TABLE inbox_seen")  # secure_delete: its freed pages are zeroed
     db.execute("ALTER TABLE inbox_seen_keyed RENAME TO inbox_seen")
-    db.execute("CREATE INDEX inbox_seen_at ON inbox_seen (seen_at)")
+    db.table("inbox_seen").create_index(["seen_at"], index_name="inbox_seen_at")
 
 
 MIGRATIONS_3 = [Migration("edge_0006_inbox_seen_without_rowid", _v3)]
@@ -189,25 +190,23 @@ class InboxDeadLetters:
         return len(done)
 
     def listing(self, limit: int = 100) -> list[dict[str, Any]]:
-        rows = self._db.execute(
-            "SELECT id, topic, payload, error, received_at FROM inbox_dead"
-            " ORDER BY id DESC LIMIT ?",
-            [limit],
-        ).fetchall()
+        rows = self._db.table("inbox_dead").rows_where(
+            select="id, topic, payload, error, received_at", order_by="id DESC", limit=int(limit)
+        )
         return [
             {
-                "id": row_id,
-                "topic": topic,
-                "error": error,
-                "received_at": at,
-                "bytes": len(payload),
-                "payload": bytes(payload).decode("utf-8", errors="replace"),
+                "id": row["id"],
+                "topic": row["topic"],
+                "error": row["error"],
+                "received_at": row["received_at"],
+                "bytes": len(row["payload"]),
+                "payload": bytes(row["payload"]).decode("utf-8", errors="replace"),
             }
-            for row_id, topic, payload, error, at in rows
+            for row in rows
         ]
 
     def count(self) -> int:
-        return int(self._db.execute("SELECT count(*) FROM inbox_dead").fetchone()[0])
+        return int(self._db.table("inbox_dead").count_where())
 
     def prune(self, before: str, limit: int) -> int:
         """Up to `limit` dead letters received before `before`; returns how many."""

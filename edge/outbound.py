@@ -30,7 +30,7 @@ _SAFE_STOP = '"safe_stop":true'  # as jsonx writes it
 
 
 def _create(db: Database) -> None:
-    db.execute(
+    db.execute(  # AUTOINCREMENT (dropped by edge_0007): raw SQL
         """CREATE TABLE mqtt_outbox (
             id INTEGER PRIMARY KEY AUTOINCREMENT,
             topic TEXT NOT NULL,
@@ -39,11 +39,8 @@ def _create(db: Database) -> None:
             retain INTEGER NOT NULL DEFAULT 0,
             created_at TEXT NOT NULL)"""
     )
-    db.execute(
-        """CREATE TABLE inbox_seen (
-            key TEXT PRIMARY KEY,
-            topic TEXT NOT NULL,
-            seen_at TEXT NOT NULL)"""
+    db.table("inbox_seen").create(
+        {"key": str, "topic": str, "seen_at": str}, pk="key", not_null={"topic", "seen_at"}
     )
 
 
@@ -51,7 +48,7 @@ MIGRATIONS = [Migration("edge_0001_mqtt_outbox_inbox", _create)]
 
 
 def _v2(db: Database) -> None:
-    db.execute("CREATE INDEX inbox_seen_at ON inbox_seen (seen_at)")
+    db.table("inbox_seen").create_index(["seen_at"], index_name="inbox_seen_at")
 
 
 MIGRATIONS_2 = [Migration("edge_0002_inbox_seen_at_index", _v2)]
@@ -61,14 +58,11 @@ def _v3(db: Database) -> None:
     """Plain integer ids (no AUTOINCREMENT): every insert also rewrote `sqlite_sequence`'s
     page, a WAL frame per commit that sends anything (issue 23). The outbox gives the ids
     itself, increasing within a process (`DurableOutbox._new_id`)."""
-    db.execute(
-        """CREATE TABLE mqtt_outbox_plain (
-            id INTEGER PRIMARY KEY,
-            topic TEXT NOT NULL,
-            payload TEXT NOT NULL,
-            qos INTEGER NOT NULL DEFAULT 1,
-            retain INTEGER NOT NULL DEFAULT 0,
-            created_at TEXT NOT NULL)"""
+    db.table("mqtt_outbox_plain").create(
+        {"id": int, "topic": str, "payload": str, "qos": int, "retain": int, "created_at": str},
+        pk="id",
+        not_null={"topic", "payload", "qos", "retain", "created_at"},
+        defaults={"qos": 1, "retain": 0},
     )
     db.execute("INSERT INTO mqtt_outbox_plain SELECT * FROM mqtt_outbox")
     db.execute("DROP TABLE mqtt_outbox")  # secure_delete: its freed pages are zeroed

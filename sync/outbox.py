@@ -25,35 +25,43 @@ if TYPE_CHECKING:
 
 
 def _v1(db: Database) -> None:
-    db.execute(
-        """CREATE TABLE sync_outbox (
-            write_id TEXT PRIMARY KEY,
-            kind TEXT NOT NULL,
-            payload TEXT NOT NULL,
-            created_at TEXT NOT NULL,
-            attempts INTEGER NOT NULL DEFAULT 0,
-            last_error TEXT)"""
+    db.table("sync_outbox").create(
+        {
+            "write_id": str,
+            "kind": str,
+            "payload": str,
+            "created_at": str,
+            "attempts": int,
+            "last_error": str,
+        },
+        pk="write_id",
+        not_null={"kind", "payload", "created_at", "attempts"},
+        defaults={"attempts": 0},
     )
 
 
 def _v2(db: Database) -> None:
-    db.execute(
-        """CREATE TABLE sync_dead (
-            write_id TEXT PRIMARY KEY,
-            kind TEXT NOT NULL,
-            payload TEXT NOT NULL,
-            created_at TEXT NOT NULL,
-            attempts INTEGER NOT NULL,
-            reason TEXT NOT NULL,
-            dead_at TEXT NOT NULL)"""
+    db.table("sync_dead").create(
+        {
+            "write_id": str,
+            "kind": str,
+            "payload": str,
+            "created_at": str,
+            "attempts": int,
+            "reason": str,
+            "dead_at": str,
+        },
+        pk="write_id",
+        not_null={"kind", "payload", "created_at", "attempts", "reason", "dead_at"},
     )
-    db.execute("CREATE TABLE sync_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+    db.table("sync_meta").create({"key": str, "value": str}, pk="key", not_null={"value"})
 
 
 def _v3(db: Database) -> None:
     """`sync_outbox` keyed by `write_id` alone (WITHOUT ROWID; a ULID, so new rows go at the
     end): a queued write and its ack wrote two b-trees each (rows, the key's index), now one
-    (issue 23); `sync_meta` likewise."""
+    (issue 23); `sync_meta` likewise. WITHOUT ROWID: raw SQL (sqlite-utils' create() and
+    transform() cannot make one)."""
     db.execute(
         """CREATE TABLE sync_outbox_keyed (
             write_id TEXT PRIMARY KEY,
@@ -108,7 +116,7 @@ class SyncOutbox:
         return self.enqueue([item])[0]
 
     def pending(self) -> int:
-        return int(self._db.execute("SELECT count(*) FROM sync_outbox").fetchone()[0])
+        return int(self._db.table("sync_outbox").count_where())
 
     def count(self) -> int:
         """Writes owed (dead letters are not: `dead_count`)."""
@@ -243,17 +251,17 @@ class SyncOutbox:
         return int(moved)
 
     def dead_count(self) -> int:
-        return int(self._db.execute("SELECT count(*) FROM sync_dead").fetchone()[0])
+        return int(self._db.table("sync_dead").count_where())
 
     def dead_listing(self, limit: int) -> list[dict[str, Any]]:
         """Dead letters, newest first: ids, kind, tries and reason — never the payload."""
-        rows = self._db.execute(
-            "SELECT write_id, kind, created_at, attempts, reason, dead_at FROM sync_dead"
-            " ORDER BY dead_at DESC, write_id LIMIT ?",
-            [limit],
-        ).fetchall()
-        names = ("write_id", "kind", "created_at", "attempts", "reason", "dead_at")
-        return [dict(zip(names, row, strict=True)) for row in rows]
+        return list(
+            self._db.table("sync_dead").rows_where(
+                select="write_id, kind, created_at, attempts, reason, dead_at",
+                order_by="dead_at DESC, write_id",
+                limit=int(limit),
+            )
+        )
 
     def oldest_created(self) -> str | None:
         row = self._db.execute("SELECT min(created_at) FROM sync_outbox").fetchone()
