@@ -14,31 +14,35 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable, Coroutine
+from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
 from a2a_common import jsonx
 from a2a_common.clock import iso
-from a2a_common.sqlite import StorageError, StorageUnavailable
+from a2a_common.sqlite import StorageError, schema_version
+from cache import relabel_if_changed
 from edge import timings
+from edge.app_admin import AdminInputs
 from edge.app_consent import ConsentInputs
-from edge.app_turns import TurnInputs, fingerprint
+from edge.app_turns import TurnInputs
 from edge.checkpointer import Checkpointer
+from edge.config import Settings
 from edge.consent_ops import ConsentOps
+from edge.door import Door
 from edge.inbox import InboxDeadLetters
 from edge.log import fields
 from edge.memory_ops import MemoryOps
 from edge.observations import STATE_KEY as OBSERVATIONS_KEY
 from edge.observations import ObservationGate
 from edge.outbound import Wire
+from edge.policies import privacy_policy
 from edge.publisher import TaskPublisher
-from edge.repeats import EXPIRED, REUSED, answered_before, expired
 from edge.reports import Reports
 from edge.topics import (
-    AdminRequestMsg,
     Arrival,
     DeviceContextMsg,
-    ForgetMsg,
     ObservationMsg,
     PuiEventMsg,
     Refusal,
@@ -50,7 +54,6 @@ from edge.work import Work
 from taskmanager import ACTIVE_STEP, Callback, Observe, TaskManager
 
 log = logging.getLogger(__name__)
-FORGET_SCOPES = ("pair", "session", "profile_key", "all")
 
 
 class DeviceApp:
@@ -65,8 +68,11 @@ class DeviceApp:
         checkpointer: Checkpointer,
         reports: Reports,
         consent: ConsentOps,
+        door: Door,
     ) -> None:
         self.work = work
+        self.door = door  # the executor's too (edge/wiring.py hands it over)
+        self.wake = work.wake  # set after every unit's commit: the deadline loop looks again
         self.consent = consent
         self.unit = work.unit
         self.after_commit = work.after_commit
@@ -106,7 +112,11 @@ class DeviceApp:
         self.take_consent = consent_inputs.take_consent
         self.reject_consent = consent_inputs.reject_consent
         self.reload_consent = consent_inputs.reload_consent
-        self._consent = consent_inputs.admin
+        self.consent_admin = consent_inputs.admin
+        admin = AdminInputs(self)
+        self.take_admin = admin.take_admin
+        self.take_forget = admin.take_forget
+        self.admin = admin.admin
 
     def attach(self, wire: Wire) -> None:
         """The broker connection: owed MQTT messages and refusals go out on it from now."""
@@ -117,18 +127,9 @@ class DeviceApp:
         """Raises when the state DB does not answer."""
         self.memory.db.execute("SELECT 1").fetchone()
 
-    def reap(self) -> None:
-        """Delete the MQTT outbox rows the broker has PUBACKed (kept for later when the DB
-        refuses: a row left is sent again at the next start, and receivers dedupe). Nothing
-        when a group commit or the heartbeat took them, or after `close` (a PUBACK's reap timer
-        firing while asyncio.run winds down: the rows left are sent again at the next start)."""
-        if self._closed or not (self.outbox.acked or self.reports.owed.reapable):
-            return
-        try:
-            with self.work.commits.atomic():
-                self.reap_rows()
-        except StorageUnavailable as exc:
-            log.debug("PUBACKed rows not deleted yet: %s", exc)
+    def reapable(self) -> bool:
+        """PUBACKed MQTT rows or delivered reports to delete (none after `close`)."""
+        return not self._closed and bool(self.outbox.acked or self.reports.owed.reapable)
 
     def reap_rows(self) -> None:
         """Inside the caller's commit: the MQTT outbox rows the broker PUBACKed, the owed
@@ -137,9 +138,27 @@ class DeviceApp:
         self.reports.owed.reap()
 
     def sweep(self) -> bool:
-        """One bounded batch of memory retention; True when it removed something."""
+        """One bounded batch of memory retention and of the prune; True when either removed
+        something."""
         with self.unit():
-            return any(self.memory_ops.sweep().values())
+            swept = any(self.memory_ops.sweep().values())
+            return self._prune() or swept
+
+    def _prune(self, limit: int = 500) -> bool:
+        """One batch: ended workflows (with their traces), inbound dedupe marks and dead
+        letters past their keep. True when it removed something."""
+        now, settings = self.clock.now(), self.settings
+        keep_ended = timedelta(days=settings.taskmanager.keep_ended_days)
+        keep_marks = timedelta(days=settings.mqtt.dedupe_keep_days)
+        keep_dead = timedelta(days=settings.mqtt.dead_letters_keep_days)
+        workflows = self.tm.store.prune_ended(iso(now - keep_ended), limit)
+        marks = self.dedupe.prune(iso(now - keep_marks), limit)
+        dead = self.dead_letters.prune(iso(now - keep_dead), limit)
+        if workflows or marks:
+            log.info("pruned %d ended workflows and %d dedupe marks", workflows, marks)
+        if dead:
+            log.info("pruned %d inbound dead letters", dead)
+        return bool(workflows or marks or dead)
 
     async def close(self, timeout_s: float = 2.0) -> None:
         """Bounded: a cloud connection that hangs (TLS) does not hold the process."""
@@ -155,6 +174,85 @@ class DeviceApp:
         self.checkpointer.close()
         self._closed = True
         self.memory.db.close()
+
+    # --- what the executor asks of the app (edge/runtime.py) -------------------------------
+    def warmups(self) -> tuple[Callable[[], object], ...]:
+        return (self.cloud.prepare, self.memory.policy.privacy.lexicon.prepare)
+
+    def background(self) -> list[Coroutine[Any, Any, None]]:
+        """The app's own loops: the sync replay and the WAL's checkpoints."""
+        return [self.replayer.run(), self.checkpointer.run()]
+
+    def when_state_lost(self, lost: Callable[[str], object]) -> None:
+        files = self.checkpointer.files  # SPEC §6: DB or WAL removed/replaced
+        if files is not None:
+            files.when_lost(lost)
+
+    def answer_lost(self, publish: Callable[..., object]) -> None:
+        """The state DB went: the turns already acknowledged are answered straight to the
+        broker (a removed WAL is copied back: its answers are kept)."""
+        files = self.checkpointer.files
+        if files is not None and files.db_gone:
+            self.turns.answer_lost(publish, self.settings.state_db_path.parent)
+
+    def health(self) -> dict[str, Any]:
+        return {
+            "cloud": "unreachable" if self.cloud.unreachable else "reachable",
+            "mqtt_outbox": self.outbox.pending(),
+            "sync_outbox": self.sync.pending(),
+            "sync_in_flight": self.replayer.in_flight,
+            "active_workflows": len(self.tm.active_ids()),
+            "experience_mode": self.tm.mode,
+            "wal": self.checkpointer.health(),
+            "wal_note": self.checkpointer.note(),
+            "schema_version": schema_version(self.memory.db),
+        }
+
+    def sync_stalled_since(self) -> str | None:
+        return self.replayer.stalled_since
+
+    def sync_warnings(
+        self, *, warn_pending: int, warn_age_s: int, age_of: Callable[[str, str], float]
+    ) -> list[str]:
+        now = iso(self.clock.now())
+        return self.sync.warnings(
+            now, warn_pending=warn_pending, warn_age_s=warn_age_s, age_of=age_of
+        )
+
+    def unconfirmed_cancels(self) -> list[str]:
+        return self.tm.alarms()
+
+    def outbox_in_flight(self) -> int:
+        return self.outbox.in_flight()
+
+    def flush(self) -> None:
+        """Hand what is owed to the broker (a new connection)."""
+        self.outbox.flush()
+
+    def on_published(self, mid: int) -> None:
+        self.outbox.on_published(mid)
+
+    def heartbeat(self, beat: dict[str, Any]) -> None:
+        self.memory.store.set_state("runtime_heartbeat", beat)
+        self.reap_rows()  # the PUBACKed rows, delivered reports, go in the same commit
+
+    def relabel(self) -> None:
+        """Stored texts labelled with the current lexicon (an upgrade, a lexicon_file)."""
+        relabel_if_changed(self.memory)
+
+    def reload_steps(self, fresh: Settings) -> list[Callable[[], object]]:
+        """SIGHUP: what a fresh config changes, each step an input of its own."""
+        privacy = privacy_policy(fresh)  # reads privacy.lexicon_file again
+        self.memory.set_privacy(privacy)
+        mode = fresh.experience.mode
+        log.info("reloaded: experience mode %s (was %s)", mode, self.tm.mode)
+        categories = fresh.privacy.consented_categories
+        capabilities = fresh.privacy.consented_capabilities
+        return [
+            self.relabel,  # a term added: what is stored has it too
+            partial(self.set_experience_mode, mode),
+            partial(self.reload_consent, categories, capabilities),
+        ]
 
     def dead_letter(self, topic: str, payload: bytes, error: str) -> None:
         """A message a handler failed on (SPEC §2.4): kept for the operator, then refused."""
@@ -363,131 +461,15 @@ class DeviceApp:
             if self.consent.recheck:  # a reload's cancels are done once this commits
                 self.after_commit(partial(setattr, self.consent, "recheck", False))
 
-    async def run_timer(self) -> None:
-        while True:
-            self.work.wake.clear()
-            due = min(
-                (d for d in (self.tm.next_deadline(), self.consent.register.next_expiry()) if d),
-                default=None,
-            )
-            if due is None:
-                await self.work.wake.wait()
-                continue
-            delay = (due - self.clock.now()).total_seconds()
-            if delay > 0:
-                try:
-                    await asyncio.wait_for(self.work.wake.wait(), timeout=delay)
-                    continue
-                except TimeoutError:
-                    pass
-            self.tick()
+    def next_due(self) -> datetime | None:
+        """The next deadline or consent expiry (None: nothing to wait for)."""
+        due = (self.tm.next_deadline(), self.consent.register.next_expiry())
+        return min((d for d in due if d), default=None)
 
-    async def run_reporter(self) -> None:
-        await self.reports.run(unit=self.unit, decide=self.work.decision)
+    async def run_reporter(self, door: Door) -> None:
+        """The report worker; a report's answer is an input through the door."""
 
-    # --- admin: the one path for the service and for the CLI when no service runs ------------
-    def take_admin(self, msg: AdminRequestMsg, arrival: Arrival) -> None:
-        """A CLI command: applied once; a repeat gets the same answer, a reused id or a
-        request past its `expires_at` (the CLI gave up) is refused and answered ok:false."""
-        key = f"admin:{msg.request_id}"
-        ref = {"request_id": msg.request_id}
-        content = fingerprint(jsonx.dumps([msg.command, msg.args]))
-        refused = {"request_id": msg.request_id, "ok": False, "error": REUSED.error}
-        topic, answers = arrival.topic, self.topics.admin_response
-        if answered_before(self, key, content, topic=topic, answer_topic=answers, refused=refused):
-            return
-        if expired(msg.expires_at, self.clock.now()):
-            with self.unit():
-                self.outbox.enqueue(answers, {**refused, "error": EXPIRED.error})
-            self.refuse(topic, EXPIRED, ref=ref)
-            return
-        with self.unit():
-            self.dedupe.mark(key, topic, content)
-            answer = {"request_id": msg.request_id, **self.admin(msg.command, msg.args)}
-            self.outbox.enqueue(answers, answer)
-            self.dedupe.answered(key, answer)
+        def decide(workflow_id: str, decision: object) -> None:
+            door.run("report answer", partial(self.work.decision, workflow_id, decision))
 
-    def admin(self, command: str, args: dict[str, Any]) -> dict[str, Any]:
-        """A mutating CLI command in one unit of work: `{"ok": True, "result": …}` or
-        `{"ok": False, "error": …}`."""
-        if command == "workflow.cancel":
-            return self._cancel(args.get("workflow_id"))
-        if command == "memory.forget":
-            return self._forget(args.get("scope"), args.get("id"), args.get("with_sources", True))
-        if command == "memory.revoke":
-            return self._revoke(args.get("key"))
-        if command in ("consent.grant", "consent.revoke"):
-            return self._consent(command.partition(".")[2], args)
-        if command == "sync.replay":
-            requeue = args.get("requeue_dead", False)
-            if not isinstance(requeue, bool):
-                return {"ok": False, "error": "args.requeue_dead must be true or false"}
-            return self._sync_replay(requeue)
-        return {"ok": False, "error": f"{command} is not supported by this build yet"}
-
-    def _cancel(self, workflow_id: Any) -> dict[str, Any]:
-        if not isinstance(workflow_id, str) or not workflow_id:
-            return {"ok": False, "error": "args.workflow_id is required"}
-        with self.unit() as result:
-            result.merge(self.tm.cancel(workflow_id, "user"))
-        if result.ignored:
-            return {"ok": False, "error": f"no active workflow {workflow_id}"}
-        return {"ok": True, "result": {"cancelled": [w.workflow_id for w in result.finished]}}
-
-    def _forget(self, scope: Any, target: Any, with_sources: Any = True) -> dict[str, Any]:
-        if not isinstance(with_sources, bool):
-            return {"ok": False, "error": "args.with_sources must be true or false"}
-        if scope not in FORGET_SCOPES:
-            return {"ok": False, "error": "args.scope: pair|session|profile_key (with id) or all"}
-        if scope == "all" and target is not None:
-            return {"ok": False, "error": "args.id must be absent for scope all"}
-        if scope != "all" and not (isinstance(target, str) and 0 < len(target) <= 128):
-            return {"ok": False, "error": "args.id must be a string of 1 to 128 characters"}
-        with self.unit():
-            removed = self._forget_in_unit(scope, target, with_sources)
-        return {"ok": True, "result": {"removed": removed}}
-
-    def _forget_in_unit(
-        self, scope: str, target: str | None, with_sources: bool = True
-    ) -> dict[str, int]:
-        turns = self.memory.store.turn_ids(scope, target, with_sources=with_sources)
-        removed = self.memory_ops.forget(scope, target, with_sources=with_sources)
-        self.dedupe.forget_answers(None if turns is None else [f"turn:{t}" for t in turns])
-        if scope == "all":  # a dead-lettered turn holds the user's words too
-            log.info("forget all: %d inbound dead letters wiped", self.dead_letters.wipe())
-            removed["workflows"] = self.tm.forget_all(self._drop_reports)["workflows"]
-        self.after_commit(self.checkpointer.truncate)
-        return removed
-
-    def _drop_reports(self, workflow_ids: list[str]) -> int:
-        self.after_commit(partial(self.reports.forgotten, set(workflow_ids)))
-        return self.sync.drop_reports(workflow_ids) + self.reports.owed.drop(workflow_ids)
-
-    def _revoke(self, key: Any) -> dict[str, Any]:
-        if not isinstance(key, str) or not key:
-            return {"ok": False, "error": "args.key is required"}
-        with self.unit():
-            revoked = self.memory_ops.revoke(key)
-        return {"ok": True, "result": revoked}
-
-    def _sync_replay(self, requeue_dead: bool) -> dict[str, Any]:
-        with self.unit():
-            requeued = self.sync.requeue_dead() if requeue_dead else 0
-        self.replayer.kick()
-        pending, dead = self.sync.pending(), self.sync.dead_count()
-        return {"ok": True, "result": {"pending": pending, "requeued": requeued, "dead": dead}}
-
-    def take_forget(self, msg: ForgetMsg, arrival: Arrival) -> None:
-        key = f"forget:{msg.request_id}"
-        content = fingerprint(jsonx.dumps([msg.scope, msg.id, msg.with_sources]))
-        refused = {"request_id": msg.request_id, "removed": {}, "ok": False}
-        refused["error"] = REUSED.error
-        topic, answers = arrival.topic, self.topics.forget_result
-        if answered_before(self, key, content, topic=topic, answer_topic=answers, refused=refused):
-            return
-        with self.unit():
-            self.dedupe.mark(key, topic, content)
-            removed = self._forget_in_unit(msg.scope, msg.id, msg.with_sources)
-            body = {"request_id": msg.request_id, "removed": removed}
-            self.outbox.enqueue(answers, body)
-            self.dedupe.answered(key, body)
+        await self.reports.run(apply=door.run, decide=decide)

@@ -18,12 +18,12 @@ from typing import Any, TypeVar
 from a2a_common import jsonx
 from a2a_common.clock import Clock
 from a2a_common.ids import new_ulid
-from a2a_common.sqlite import StorageUnavailable
 from a2a_common.stopwatch import Stopwatch
 from cache import Memory, plan_update
 from cloud_client import CloudClient, CloudError, CloudUnavailable, TurnResponse
 from edge import lost_answers, timings
 from edge.config import Settings
+from edge.door import Door
 from edge.inbox import InboxDedupe
 from edge.log import fields
 from edge.metrics import Metrics
@@ -68,7 +68,9 @@ class TurnInputs:
         cloud: CloudClient,
         replayer: Replayer,
         metrics: Metrics,
+        door: Door,
     ) -> None:
+        self.door = door
         self.settings = settings
         self.clock = clock
         self.unit = work.unit
@@ -216,19 +218,9 @@ class TurnInputs:
             self.replayer.kick()
 
     async def _retrying(self, turn: Received, close: Callable[[], T]) -> T:
-        """Close the turn; while the DB refuses writes, try again with backoff: the answer
-        waits in memory and goes out once storage is back (SPEC §2.4)."""
-        delay = 0.1
-        while True:
-            try:
-                return close()
-            except StorageUnavailable as exc:
-                if delay == 0.1:
-                    log.error(
-                        "turn %s waits for the state DB to take writes: %s", turn.turn_id, exc
-                    )
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 5.0)
+        """Close the turn through the door: while the DB refuses writes the answer waits in
+        memory and goes out once storage is back (SPEC §2.4)."""
+        return await self.door.until_done("turn answer", close)
 
     async def _ask(self, turn: Received) -> TurnResponse | CloudError:
         turn.watch.lap("queue")

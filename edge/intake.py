@@ -1,19 +1,20 @@
 """Taking inbound messages in: channel batches -> route -> the app's input -> ack, with the
 delivery discipline of SPEC §2.4. Every message gets an outcome (applied, or refused) and is
 acknowledged once it has one; a handler that fails is a refusal and a dead letter; what the DB
-cannot take now is held in order and tried again with backoff until it can."""
+cannot take now is held in order and tried again by the door (edge/door.py) until it can. A
+batch that fails outside every handler is taken again one message at a time, so no message is
+left without an outcome."""
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from functools import partial
 from typing import Any
 
-from a2a_common.sqlite import StorageCorrupt, StorageUnavailable
 from edge.app import DeviceApp
+from edge.door import Door, Outcome
 from edge.mqtt import Inbound, MqttChannel
 from edge.routes import Route, Router
 from edge.topics import Arrival, Refusal
@@ -22,8 +23,8 @@ log = logging.getLogger(__name__)
 
 MAX_BATCH = 100  # inbound messages per group commit
 MAX_HELD = 1000  # inbound messages held while the DB refuses writes; beyond, refused and acked
-HOLD_RETRY_MIN_S, HOLD_RETRY_MAX_S = 0.1, 5.0
 DEBUG_RAISE = b'"a2a_debug_raise"'  # with A2A_DEBUG_HOOKS=1 a payload with this key fails
+DEBUG_RAISE_BATCH = b'"a2a_debug_raise_batch"'  # ... and with this key its batch fails
 
 
 class Intake:
@@ -31,23 +32,20 @@ class Intake:
         self,
         *,
         app: DeviceApp,
+        door: Door,
         channel: MqttChannel,
         router: Router,
         max_payload_bytes: int,
-        fatal: Callable[[str], None],
     ) -> None:
         self._app = app
+        self._door = door
         self._channel = channel
         self._router = router
         self._max_bytes = max_payload_bytes
-        self._fatal = fatal
         self._debug = os.environ.get("A2A_DEBUG_HOOKS") == "1"  # tests: faults on purpose
         self.accepting = True
-        self.failures = 0  # batches that failed with a bug of ours (health reports them)
         self._held: list[Inbound] = []  # what the DB could not take yet, in arrival order
-        self._retry_handle: asyncio.TimerHandle | None = None
-        self._retry_delay = HOLD_RETRY_MIN_S
-        self._storage_error = ""
+        self._waiting = False  # the door holds our retry
 
     @property
     def held(self) -> int:
@@ -56,52 +54,57 @@ class Intake:
     def stop(self) -> None:
         """Take nothing more; held messages stay unacked (the broker keeps them)."""
         self.accepting = False
-        if self._retry_handle is not None:
-            self._retry_handle.cancel()
 
     async def run(self) -> None:
         async for batch in self._channel.batches(MAX_BATCH):
             if not self.accepting:
                 return  # not acked: the broker keeps them for our next session
-            try:
-                self._take_batch(batch)
-            except Exception:  # a bug of ours: counted and reported, the intake goes on
-                self.failures += 1
-                log.exception("inbound batch failed; its messages stay unacknowledged")
+            self.take(batch)
 
-    def _take_batch(self, messages: Iterable[Inbound]) -> None:
+    def take(self, messages: Iterable[Inbound], *, alone: bool = False) -> None:
         """Group commit: the messages (and what arrives meanwhile, up to MAX_BATCH) in one
         transaction, each in its own unit of work; acknowledgements, sends and turn starts
         only after the commit. What the DB cannot take now is held, in order, and tried again
-        with backoff (SPEC §2.4): behind a held message every later one waits too."""
-        app = self._app
+        (SPEC §2.4): behind a held message every later one waits too. A batch that fails
+        outside its handlers rolls back whole and each message is taken again on its own."""
         taken: list[Inbound] = []
         held_before = len(self._held)
-        try:
-            with app.work.savepoint():
-                for msg in messages:
-                    if not self.accepting:
-                        break  # stopping: what is left stays unacked for the next run
-                    taken.append(msg)
-                    if self._held or not self._take(msg):
-                        self._hold(msg)
-                    else:
-                        app.after_commit(partial(self._channel.ack, msg))
-                app.reap_rows()  # PUBACKed rows, delivered reports, go in the same commit
-        except StorageUnavailable as exc:  # the COMMIT itself failed: none of it is on disk
-            log.error("state DB refused a group commit of %d messages: %s", len(taken), exc)
+        group = self._door.attempt("inbound batch", partial(self._take_all, messages, taken, alone))
+        if isinstance(messages, list):  # not a channel batch: what was not reached is ours
+            taken += messages[len(taken) :]
+        if group.outcome is Outcome.HELD:  # the COMMIT itself failed: none of it is on disk
+            log.error("state DB refused a group commit of %d messages", len(taken))
             del self._held[held_before:]
             for msg in taken:
-                self._hold(msg, exc)
-        except StorageCorrupt as exc:
-            self._fatal(f"state DB is damaged: {exc}")
-            return
-        else:
-            app.metrics.observe(
+                self._hold(msg)
+        elif group.outcome is Outcome.FAILED:  # rolled back whole; nothing was acknowledged
+            del self._held[held_before:]
+            for msg in taken:
+                if alone:
+                    self._last_resort(msg, group.detail())
+                else:
+                    self.take([msg], alone=True)
+        elif group.outcome is Outcome.DONE:
+            self._app.metrics.observe(
                 "a2a_inbound_batch_messages", "inbound messages per group commit", len(taken)
             )
-        if self._held:
-            self._retry_held()
+        if self._held and not self._waiting and self.accepting:
+            self._waiting = True
+            self._door.wait("inbound message", self._take_held)
+
+    def _take_all(self, messages: Iterable[Inbound], taken: list[Inbound], alone: bool) -> None:
+        for msg in messages:
+            if not self.accepting:
+                break  # stopping: what is left stays unacked for the next run
+            taken.append(msg)
+            if self._held or not self._take(msg):
+                self._hold(msg)
+            else:
+                self._app.after_commit(partial(self._channel.ack, msg))
+        if self._debug and not alone and any(DEBUG_RAISE_BATCH in m.payload for m in taken):
+            raise RuntimeError("debug hook: a batch fails outside its handlers")
+        if not alone:
+            self._app.reap_rows()  # PUBACKed rows, delivered reports, go in the same commit
 
     def _take(self, msg: Inbound) -> bool:
         """Validate and apply one message in a unit of work; False when it must be held
@@ -114,43 +117,47 @@ class Intake:
             return True
         expires = None if msg.expiry_s is None else msg.received_at + msg.expiry_s
         arrival = Arrival(msg.topic, msg.received_at, expires)
-        max_bytes = self._max_bytes
-        try:
-            with app.work.savepoint():
-                refused = route.take(msg.payload, arrival, max_bytes)
-                if self._debug and DEBUG_RAISE in msg.payload:
-                    raise RuntimeError("debug hook: a handler fails")
-                if refused is not None and route.refused is not None:
-                    route.refused(msg.payload, refused)
-        except StorageUnavailable as exc:
-            # disk or DB cap full, or the file went read-only: nothing was written (the
-            # savepoint rolled back); held and applied once the DB takes writes again
-            self._storage_error = str(exc)
-            return False
-        except StorageCorrupt as exc:
-            self._fatal(f"state DB is damaged: {exc}")
-            return False
-        except Exception as exc:
-            log.exception("handler for %s failed; refused and kept as a dead letter", msg.topic)
-            return self._dead_letter(msg, f"{type(exc).__name__}: {exc}", route)
-        if refused is not None:
-            app.refuse(msg.topic, refused, payload=msg.payload)
+        failure = f"handler for {msg.topic} failed; refused and kept as a dead letter"
+        apply = partial(self._apply, route, msg, arrival)
+        attempt = self._door.attempt("inbound message", apply, failure=failure)
+        if attempt.outcome is Outcome.FAILED:
+            return self._dead_letter(msg, attempt.detail(), route)
+        if attempt.outcome is not Outcome.DONE:
+            return False  # held (nothing was written), or the DB is damaged (stopping)
+        if attempt.value is not None:
+            app.refuse(msg.topic, attempt.value, payload=msg.payload)
         return True
 
-    def _dead_letter(self, msg: Inbound, error: str, route: Route[Any]) -> bool:
-        try:
+    def _apply(self, route: Route[Any], msg: Inbound, arrival: Arrival) -> Refusal | None:
+        refused = route.take(msg.payload, arrival, self._max_bytes)
+        if self._debug and DEBUG_RAISE in msg.payload:
+            raise RuntimeError("debug hook: a handler fails")
+        if refused is not None and route.refused is not None:
+            route.refused(msg.payload, refused)
+        return refused
+
+    def _dead_letter(self, msg: Inbound, error: str, route: Route[Any] | None) -> bool:
+        def keep() -> None:
             self._app.dead_letter(msg.topic, msg.payload, error)
-            if route.refused is not None:
-                with self._app.unit():
-                    route.refused(msg.payload, Refusal("internal_error", error))
-        except StorageUnavailable as exc:
-            self._storage_error = str(exc)
-            return False
-        return True
+            if route is not None and route.refused is not None:
+                route.refused(msg.payload, Refusal("internal_error", error))
 
-    def _hold(self, msg: Inbound, why: Exception | None = None) -> None:
-        if why is not None:
-            self._storage_error = str(why)
+        attempt = self._door.attempt("dead letter", keep)
+        if attempt.outcome is Outcome.FAILED:  # not even kept: refused all the same
+            refusal = Refusal("internal_error", "the runtime could not apply it")
+            self._app.refuse(msg.topic, refusal, payload=msg.payload)
+        return not attempt.held
+
+    def _last_resort(self, msg: Inbound, error: str) -> None:
+        """A message whose unit fails even alone, outside its handler: dead-lettered and
+        refused, so it is acknowledged with an outcome (SPEC §2.4) and never redelivered."""
+        route = self._router.route(msg.topic)
+        if self._dead_letter(msg, error, route):
+            self._channel.ack(msg)
+        else:
+            self._hold(msg)
+
+    def _hold(self, msg: Inbound) -> None:
         if msg.held:
             self._held.append(msg)
             return
@@ -159,23 +166,17 @@ class Intake:
             self._app.refuse(msg.topic, Refusal("storage_unavailable", detail), payload=msg.payload)
             self._channel.ack(msg)
             return
-        if not self._held:
-            log.error("state DB refuses writes (%s): holding inbound messages", self._storage_error)
         # held, not refused: its one outcome is the applied one, once the DB takes writes
         self._held.append(msg.as_held())
 
-    def _retry_held(self) -> None:
-        if self._retry_handle is not None or not self.accepting:
-            return
-        delay = self._retry_delay
-        self._retry_delay = min(self._retry_delay * 2, HOLD_RETRY_MAX_S)
-        self._retry_handle = asyncio.get_running_loop().call_later(delay, self._take_held)
-
-    def _take_held(self) -> None:
-        self._retry_handle = None
+    def _take_held(self) -> bool:
+        """The door's retry: True once every held message went through."""
+        if not self.accepting:
+            return True  # stopping: they stay unacked, the broker keeps them
         held, self._held = self._held, []
-        self._take_batch(held)
-        if not self._held:
-            log.warning("state DB takes writes again: %d held messages applied", len(held))
-            self._retry_delay = HOLD_RETRY_MIN_S
-            self._storage_error = ""
+        self.take(held)
+        if self._held:
+            return False
+        self._waiting = False
+        log.warning("state DB takes writes again: %d held messages applied", len(held))
+        return True

@@ -11,6 +11,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from contextlib import AbstractContextManager
+from functools import partial
 from typing import Any
 
 from a2a_common.clock import Clock
@@ -24,6 +25,7 @@ from taskmanager import Report
 log = logging.getLogger(__name__)
 EVENTS_PATH = "/v1/a2a/workflow/events"
 Unit = Callable[[], AbstractContextManager[Any]]
+Apply = Callable[[str, Callable[[], object]], object]
 STASH_MAX = 10_000  # bodies of reports in uncommitted units (a rolled-back one leaves its own)
 
 
@@ -83,11 +85,13 @@ class Reports:
             log.info("%d workflow reports kept for the replay: %s", moved, why)
         return moved
 
-    async def run(self, *, unit: Unit, decide: Callable[[str, Any], None]) -> None:
-        """The worker: `decide(workflow_id, decision)` applies a supervisor's answer."""
+    async def run(self, *, apply: Apply, decide: Callable[[str, Any], None]) -> None:
+        """The worker: `decide(workflow_id, decision)` applies a supervisor's answer, and
+        `apply(kind, fn)` what the cloud's answer changes (the executor's door: held while the
+        DB refuses writes)."""
         while True:
             report, body = await self._queue.get()
-            send = asyncio.create_task(self._send(report, body, unit, decide))
+            send = asyncio.create_task(self._send(report, body, apply, decide))
             self._sending = (report.workflow_id, send)
             try:
                 await asyncio.wait({send})  # a cancel of the worker is not the send's own
@@ -125,7 +129,7 @@ class Reports:
         self,
         report: Report,
         body: dict[str, Any],
-        unit: Unit,
+        apply: Apply,
         decide: Callable[[str, Any], None],
     ) -> None:
         request_id = body["request_id"]
@@ -140,8 +144,7 @@ class Reports:
             if report.decision_requested:
                 decide(report.workflow_id, None)
             if report.terminal:
-                with unit():
-                    self.owed.to_replay([request_id])
+                apply("report answer", partial(self.owed.to_replay, [request_id]))
                 log.info("workflow %s report kept for the replay", report.workflow_id)
             return
         if report.terminal:

@@ -20,6 +20,7 @@ from edge.commits import Commits
 from edge.config import Secrets, Settings
 from edge.consent import ConsentRegister
 from edge.consent_ops import ConsentOps
+from edge.door import Door
 from edge.inbox import InboxDeadLetters, InboxDedupe
 from edge.memory_ops import MemoryOps
 from edge.metrics import Metrics
@@ -117,7 +118,9 @@ def build_app(
     replayer = _replayer(settings, db, clock, commits, memory, sync_outbox, cloud, backoff_s)
     dedupe = InboxDedupe(db=db, clock=clock)
     metrics = Metrics()
+    door = Door(unit=work.savepoint)
     turns = TurnInputs(
+        door=door,
         settings=settings,
         clock=clock,
         work=work,
@@ -139,6 +142,7 @@ def build_app(
         checkpointer=wal,
         reports=reports,
         consent=ConsentOps(register=register, sync_outbox=sync_outbox, tm=tm),
+        door=door,
     )
 
 
@@ -236,6 +240,7 @@ def build_runtime(
     )
     return Runtime(
         app=app,
+        door=app.door,
         channel=channel,
         notifier=notifier or Notifier(),
         settings=settings,

@@ -5,7 +5,10 @@ shared broker on 1883."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import sqlite3
+import subprocess
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing
@@ -178,3 +181,35 @@ def workflow_event(probe: MqttProbe, workflow_id: str, status: str, timeout_s: f
         lambda b: b["workflow_id"] == workflow_id and b["status"] == status,
         timeout_s,
     )
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """The state dir on an 8 MiB tmpfs (a real full filesystem); skipped where we cannot mount.
+    A module using it mounts on the host: mark it `pytest.mark.xdist_group("system")`."""
+    state = state_dir(tmp_path)
+    state.mkdir()
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("mounting a tmpfs needs root and mount(8)")
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=8m,mode=0700", "tmpfs", str(state)],
+        capture_output=True,
+        text=True,
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+    yield state
+    subprocess.run(["umount", "-l", str(state)], check=False)
+
+
+def fill(directory: Path) -> Path:
+    """Take every free byte of the filesystem; returns the filler to delete."""
+    filler = directory / "filler"
+    with filler.open("wb", buffering=0) as out:
+        for chunk in (65536, 4096, 512, 1):
+            try:
+                while True:
+                    out.write(b"\0" * chunk)
+            except OSError:
+                pass
+    return filler

@@ -63,6 +63,7 @@ class Cloud:
         self.down = False
         self.turn: dict[str, Any] = {}
         self.requests: list[tuple[str, Any]] = []
+        self.on_turn: Any = None  # called with each turn request before it is answered
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
         if self.down:
@@ -70,6 +71,8 @@ class Cloud:
         body = json.loads(request.content)
         self.requests.append((request.url.path, body))
         if request.url.path == "/v1/a2a/turn":
+            if self.on_turn is not None:
+                self.on_turn(body)
             answer = {"request_id": body["request_id"], "route_family": "ODL"}
             return httpx.Response(200, json={**answer, "assistant_text": "네", **self.turn})
         if request.url.path == "/v1/a2a/memory/sync":
@@ -304,7 +307,7 @@ def test_a_terminal_report_the_cloud_does_not_take_goes_to_the_sync_outbox(
     robot = Robot(tmp_path, taskmanager={"events_deadline_s": 0.2})
 
     async def go() -> None:
-        reporter = asyncio.create_task(robot.app.run_reporter())
+        reporter = asyncio.create_task(robot.app.run_reporter(robot.app.door))
         robot.cloud.down = True
         robot.push()
         robot.app.take_pui(PuiEventMsg(event_id="e1", kind="cancel"), robot.arrival("pui/event"))

@@ -5,7 +5,7 @@ crash left go to the sync outbox, forgotten ones are never sent."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -42,6 +42,15 @@ def db(tmp_path: Path) -> Iterator[Database]:
     database = open_state_db(tmp_path / "state.db", MIGRATIONS)
     yield database
     database.close()
+
+
+def in_unit(db: Database, fn: Callable[[], object]) -> object:
+    with unit_of(db):
+        return fn()
+
+
+def run(db: Database, reports: Reports) -> Coroutine[Any, Any, None]:
+    return reports.run(apply=lambda _kind, fn: in_unit(db, fn), decide=lambda *_: None)
 
 
 def reporter(db: Database, cloud: RecordingCloud) -> Reports:
@@ -81,7 +90,7 @@ def rows(db: Database, table: str) -> int:
 
 
 async def drain(db: Database, reports: Reports) -> None:
-    worker = asyncio.create_task(reports.run(unit=lambda: unit_of(db), decide=lambda *_: None))
+    worker = asyncio.create_task(run(db, reports))
     for _ in range(100):
         if reports._queue.empty():
             break
@@ -175,7 +184,7 @@ def test_a_report_being_sent_when_its_workflow_is_forgotten_is_given_up(db: Data
     reports = reporter(db, cloud)
 
     async def scenario() -> None:
-        worker = asyncio.create_task(reports.run(unit=lambda: unit_of(db), decide=lambda *_: None))
+        worker = asyncio.create_task(run(db, reports))
         end(db, reports, "wf-1", "wf-2")
         while cloud.asked != ["wf-1"]:
             await asyncio.sleep(0)

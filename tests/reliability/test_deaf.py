@@ -6,8 +6,6 @@ and under `max_inflight_messages 20` set explicitly."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -21,7 +19,7 @@ from sim.cloud import SimCloud
 from sim.devices import Behavior, DeviceAgents
 from sim.probe import MqttProbe
 from sim.processes import RuntimeProcess
-from tests.conftest import ROOT, RuntimeFactory, StateRows, eventually
+from tests.conftest import ROOT, RuntimeFactory, StateRows, eventually, fill
 from tests.taskmanager.helpers import MOVE_PURIFY
 
 # mounts a tmpfs on the host: never beside the booted systemd container (on two workers its
@@ -111,37 +109,6 @@ def test_a_failing_handler_is_refused_dead_lettered_and_acknowledged(
     assert "RuntimeError" in dead[0]["error"]
     # nothing of the failed turns was applied: no pair, no dedupe mark (a retry could apply)
     assert runtime.terminate() == 0
-
-
-@pytest.fixture
-def small_disk(tmp_path: Path) -> Iterator[Path]:
-    """The state dir on an 8 MiB tmpfs (a real full filesystem); skipped where we cannot mount."""
-    state = tmp_path / "state"
-    state.mkdir()
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        pytest.skip("mounting a tmpfs needs root and mount(8)")
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=8m,mode=0700", "tmpfs", str(state)],
-        capture_output=True,
-        text=True,
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
-    yield state
-    subprocess.run(["umount", "-l", str(state)], check=False)
-
-
-def fill(directory: Path) -> Path:
-    """Take every free byte of the filesystem; returns the filler to delete."""
-    filler = directory / "filler"
-    with filler.open("wb", buffering=0) as out:
-        for chunk in (65536, 4096, 512, 1):
-            try:
-                while True:
-                    out.write(b"\0" * chunk)
-            except OSError:
-                pass
-    return filler
 
 
 def test_a_real_full_disk_holds_turns_and_answers_them_when_space_returns(
