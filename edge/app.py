@@ -19,13 +19,13 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
-from a2a_common import jsonx
 from a2a_common.clock import iso
 from a2a_common.sqlite import StorageError, schema_version
 from cache import relabel_if_changed
 from edge import timings
 from edge.app_admin import AdminInputs
 from edge.app_consent import ConsentInputs
+from edge.app_refusals import Refusals
 from edge.app_turns import TurnInputs
 from edge.checkpointer import Checkpointer
 from edge.config import Settings
@@ -48,7 +48,6 @@ from edge.topics import (
     Refusal,
     TaskCallbackMsg,
     WorkflowRequestMsg,
-    ref_of,
 )
 from edge.work import Work
 from taskmanager import ACTIVE_STEP, Callback, Observe, TaskManager
@@ -93,7 +92,7 @@ class DeviceApp:
         self.memory_ops = memory_ops
         self.checkpointer = checkpointer
         self.reports = reports
-        self._wire: Wire | None = None
+        self.wire: Wire | None = None
         self._closed = False
         self.take_turn = turns.take_turn
         self.close_turn = turns.close_turn
@@ -113,6 +112,11 @@ class DeviceApp:
         self.reject_consent = consent_inputs.reject_consent
         self.reload_consent = consent_inputs.reload_consent
         self.consent_admin = consent_inputs.admin
+        refusals = Refusals(self)
+        self.dead_letter = refusals.dead_letter
+        self.refuse = refusals.refuse
+        self.reject_turn = refusals.reject_turn
+        self.reject_pui = refusals.reject_pui
         admin = AdminInputs(self)
         self.take_admin = admin.take_admin
         self.take_forget = admin.take_forget
@@ -120,7 +124,7 @@ class DeviceApp:
 
     def attach(self, wire: Wire) -> None:
         """The broker connection: owed MQTT messages and refusals go out on it from now."""
-        self._wire = wire
+        self.wire = wire
         self.outbox.attach(wire)
 
     def ping(self) -> None:
@@ -253,78 +257,6 @@ class DeviceApp:
             partial(self.set_experience_mode, mode),
             partial(self.reload_consent, categories, capabilities),
         ]
-
-    def dead_letter(self, topic: str, payload: bytes, error: str) -> None:
-        """A message a handler failed on (SPEC §2.4): kept for the operator, then refused."""
-        with self.unit():
-            self.dead_letters.add(topic, payload, error)
-        refusal = Refusal("internal_error", "the runtime could not apply it")
-        self.refuse(topic, refusal, payload=payload, logged=True)  # the intake's ERROR said it
-
-    def refuse(
-        self,
-        topic: str,
-        refusal: Refusal,
-        *,
-        payload: bytes | None = None,
-        ref: dict[str, Any] | None = None,
-        logged: bool = False,
-    ) -> None:
-        """SPEC §2: a refusal on `P/runtime/error` (QoS 0: it reports, it changes nothing),
-        with `ref`, the ids the refused payload carried (SPEC §2.4)."""
-        if ref is None and payload is not None:
-            ref = ref_of(payload, self.settings.mqtt.max_payload_bytes)
-        self.metrics.inc(
-            "a2a_refusals_total",
-            "inbound messages refused on P/runtime/error, by topic (under P/) and error",
-            topic=self.topics.kind_of(topic) or "other",
-            error=refusal.error,
-        )
-        log.log(
-            logging.DEBUG if logged else logging.WARNING,
-            "refused message on %s: %s (%s)",
-            topic,
-            refusal.error,
-            refusal.detail,
-            extra=fields(topic=topic, error=refusal.error, **(ref or {})),
-        )
-        body: dict[str, Any] = {
-            "topic": topic,
-            "error": refusal.error,
-            "detail": refusal.detail,
-            "ts": iso(self.clock.now()),
-        }
-        if ref:
-            body["ref"] = ref
-        wire = self._wire
-        if wire is None:
-            return
-
-        def publish() -> None:
-            try:  # a refusal must never fail in its turn: the intake would stop
-                wire.publish(self.topics.runtime_error, jsonx.dumps(body).encode(), qos=0)
-            except Exception:
-                log.exception("refusal on %s could not be published", topic)
-
-        # after the commit of the unit it belongs to: a unit the DB could not take rolls back,
-        # its message is held and applied later (SPEC §2.4), and must not look refused too
-        self.after_commit(publish)
-
-    def reject_turn(self, payload: bytes, refusal: Refusal) -> None:
-        """A refused `P/turn/request` whose `turn_id` can be read is answered all the same."""
-        turn_id = ref_of(payload, self.settings.mqtt.max_payload_bytes).get("turn_id")
-        if isinstance(turn_id, str):
-            self.turns.reject(turn_id, refusal)
-
-    def reject_pui(self, payload: bytes, refusal: Refusal) -> None:
-        """A refused press whose `event_id` can be read gets `P/pui/result` all the same:
-        `rejected` with the refusal's `error`, nothing cancelled — the button gets feedback."""
-        event_id = ref_of(payload, self.settings.mqtt.max_payload_bytes).get("event_id")
-        if not isinstance(event_id, str):
-            return
-        body = {"event_id": event_id, "status": "rejected", "workflow_ids": []}
-        with self.unit():
-            self.outbox.enqueue(self.topics.pui_result, {**body, "error": refusal.error})
 
     # --- start-up and the broker's session ------------------------------------------------
     def recover(self) -> dict[str, int]:
