@@ -40,7 +40,7 @@ def test_journal_stream_must_name_stderr_itself(tmp_path: Path) -> None:
 
 def test_journal_lines_carry_the_priority_and_no_timestamp() -> None:
     fmt = formatter("text", journald=True)
-    assert fmt.format(record(logging.WARNING, "refused %s", "x")) == "<4>edge.app: refused x"
+    assert fmt.format(record(logging.WARNING, "refused %s", "x")) == "<4>edge.app_refusals: refused x"
     assert fmt.format(record(logging.INFO, "ok")) == "<6>edge.app: ok"
     assert fmt.format(record(logging.ERROR, "a\nb")) == "<3>edge.app: a\n<3>b"
     assert fmt.format(record(logging.DEBUG, "d")).startswith("<7>")
@@ -77,7 +77,7 @@ def test_under_journald_the_runtime_logs_priorities_once_and_stops_without_warni
     assert lines and all(PREFIXED.match(line) for line in lines), lines[:5]
     warnings = [line for line in lines if line.startswith(("<4>", "<3>", "<2>"))]
     assert [line for line in warnings if "t-bad" in line or "invalid_field" in line] == [
-        "<4>edge.app: refused message on a2a/robot-test/turn/request: invalid_field"
+        "<4>edge.app_refusals: refused message on a2a/robot-test/turn/request: invalid_field"
         " (recognized_text: Input should be a valid string)"
     ]
     assert len([line for line in warnings if "wf-rej" in line]) == 1, warnings
