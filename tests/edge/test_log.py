@@ -40,7 +40,7 @@ def test_journal_stream_must_name_stderr_itself(tmp_path: Path) -> None:
 
 def test_journal_lines_carry_the_priority_and_no_timestamp() -> None:
     fmt = formatter("text", journald=True)
-    assert fmt.format(record(logging.WARNING, "refused %s", "x")) == "<4>edge.app_refusals: refused x"
+    assert fmt.format(record(logging.WARNING, "refused %s", "x")) == "<4>edge.app: refused x"
     assert fmt.format(record(logging.INFO, "ok")) == "<6>edge.app: ok"
     assert fmt.format(record(logging.ERROR, "a\nb")) == "<3>edge.app: a\n<3>b"
     assert fmt.format(record(logging.DEBUG, "d")).startswith("<7>")

@@ -151,7 +151,7 @@ def test_journal_priorities_and_no_user_words(system: System) -> None:
     def priorities(start: str) -> set[str]:
         return {e["PRIORITY"] for e in ours if e["MESSAGE"].startswith(start)}
 
-    assert priorities("edge.app: refused message") == {"4"}  # warning
+    assert priorities("edge.app_refusals: refused message") == {"4"}  # warning
     assert priorities("edge.runtime: started: ") == {"6"}  # info
 
 
