@@ -32,9 +32,12 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 
 from a2a_common.db import Database
-from a2a_common.sqlite import storage_error
+from a2a_common.sqlite import StorageUnavailable, storage_error
 
 log = logging.getLogger(__name__)
+# SQLite rolls a whole transaction back on some errors inside it (SQLITE_FULL among them): what
+# was applied in it before is gone too, so the unit is held and tried again, not committed
+ROLLED_BACK = "the state DB rolled the transaction back (disk or DB size cap full)"
 
 
 class Commits:
@@ -54,9 +57,10 @@ class Commits:
 
     @contextmanager
     def atomic(self) -> Iterator[None]:
+        nested = bool(self._levels)
         self._levels.append([])
         try:
-            with self._transaction():
+            with self._transaction(nested):
                 yield
         except sqlite3.Error as exc:
             self._levels.pop()  # rolled back: what it registered never happens
@@ -77,8 +81,10 @@ class Commits:
                 log.exception("an effect after a commit failed")
 
     @contextmanager
-    def _transaction(self) -> Iterator[None]:
+    def _transaction(self, nested: bool) -> Iterator[None]:
         conn = self._db.conn
+        if nested and not conn.in_transaction:
+            raise StorageUnavailable(ROLLED_BACK)  # the outer one is gone: it must go whole
         if conn.in_transaction:
             with self._db.atomic():  # a savepoint
                 yield
@@ -87,6 +93,8 @@ class Commits:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 yield
+                if not conn.in_transaction:
+                    raise StorageUnavailable(ROLLED_BACK)
                 conn.execute("COMMIT")
             except BaseException:
                 conn.rollback()  # a no-op when the error already ended the transaction

@@ -19,8 +19,7 @@ from sim.probe import MqttProbe
 from tests.conftest import ROOT, RuntimeFactory, StateRows, eventually, refusal
 from tests.e2e.test_consent import vital
 from tests.edge.test_metrics_runtime import scrape
-from tests.reliability.test_deaf import fill
-from tests.reliability.test_deaf import small_disk as small_disk  # a fixture
+from tests.conftest import fill
 
 ADMIN, ADMIN_OUT = f"{ROOT}/admin/request", f"{ROOT}/admin/response"
 FORGET, FORGET_OUT = f"{ROOT}/memory/forget", f"{ROOT}/memory/forget/result"
