@@ -16,10 +16,9 @@ from a2a_common.clock import iso
 from sim.broker import free_port
 from sim.cloud import SimCloud
 from sim.probe import MqttProbe
-from tests.conftest import ROOT, RuntimeFactory, StateRows, eventually, refusal
+from tests.conftest import ROOT, RuntimeFactory, StateRows, eventually, fill, refusal
 from tests.e2e.test_consent import vital
 from tests.edge.test_metrics_runtime import scrape
-from tests.conftest import fill
 
 ADMIN, ADMIN_OUT = f"{ROOT}/admin/request", f"{ROOT}/admin/response"
 FORGET, FORGET_OUT = f"{ROOT}/memory/forget", f"{ROOT}/memory/forget/result"

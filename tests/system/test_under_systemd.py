@@ -152,7 +152,7 @@ def test_journal_priorities_and_no_user_words(system: System) -> None:
         return {e["PRIORITY"] for e in ours if e["MESSAGE"].startswith(start)}
 
     assert priorities("edge.app_refusals: refused message") == {"4"}  # warning
-    assert priorities("edge.runtime: started: ") == {"6"}  # info
+    assert priorities("edge.lifecycle: started: ") == {"6"}  # info
 
 
 def test_reload_applies_before_it_returns_and_refuses_a_bad_file(system: System) -> None:
