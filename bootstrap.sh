@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One entry point for a fresh Debian/Ubuntu machine with Python 3.11+:
 #   ./bootstrap.sh demo   set up, then run `.venv/bin/a2a-edge demo` (extra arguments go to it)
-#   ./bootstrap.sh test   set up, then ruff, mypy --strict and the whole pytest suite
+#   ./bootstrap.sh test   set up, then ruff, mypy --strict, lint-imports and the whole pytest suite
 # Set-up = a virtualenv in .venv with the package and its dev tools, and Mosquitto (installed
 # with apt-get when missing and we are root; otherwise we stop and say what to install).
 set -euo pipefail
@@ -123,6 +123,7 @@ case "$command" in
         export PATH="$PWD/.venv/bin:$PATH:/usr/sbin"
         echo "== ruff" && ruff check . && ruff format --check .
         echo "== mypy --strict" && mypy
+        echo "== lint-imports" && lint-imports
         if [ $# -gt 1 ]; then
             echo "== pytest" && exec pytest -q "${@:2}"
         fi

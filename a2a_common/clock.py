@@ -55,6 +55,11 @@ def parse_iso(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
 
 
+def seconds_between(later: str, earlier: str) -> float:
+    """The seconds from one RFC 3339 time to another (negative when `later` is earlier)."""
+    return (parse_iso(later) - parse_iso(earlier)).total_seconds()
+
+
 class OffsetClock:
     """The system clock shifted by the number of seconds written in a file (re-read when the
     file changes). For demos and tests only: `A2A_CLOCK_OFFSET_FILE` makes time pass (wall and

@@ -11,7 +11,7 @@ One thing differs, in `Database` below: a nested `atomic()` uses one savepoint n
 level instead of a random one per block. SQLite resolves a name to the most recent savepoint,
 so blocks nest the same; a new name is a new SQL text, compiled again and pushed into the
 connection's statement cache (128 entries) in place of a hot statement of the runtime's: every
-turn and callback nests one (edge/commits.py), ~8 µs more each with random names.
+turn and callback nests one (edge/store/commits.py), ~8 µs more each with random names.
 Plugins are never run on the runtime's connection (`execute_plugins=False`).
 """
 

@@ -3,7 +3,7 @@
 Each package derives its own branch from `EdgeError` and raises nothing else on purpose;
 third-party exceptions are translated where they enter (`raise ... from exc`): httpx into
 `CloudUnavailable` / `CloudRejected`; `sqlite3.Error` into `StorageError` where the DB is
-opened and into `StorageUnavailable` where a unit of work commits (`edge/commits.py`).
+opened and into `StorageUnavailable` where a unit of work commits (`edge/store/commits.py`).
 Catch a branch to handle one package's failures, `EdgeError` to handle any of ours.
 
 The tree, each class with the module it lives in (tests/a2a_common/test_errors.py checks the
@@ -14,12 +14,12 @@ drawing against the code, so it cannot go stale):
   | - StorageUnavailable  a2a_common.sqlite
   | - StorageCorrupt      a2a_common.sqlite
   | - SchemaTooNew        a2a_common.sqlite
-  | - StateDirLocked      edge.statelock
+  | - StateDirLocked      edge.host.statelock
   + BackupError           a2a_common.backup
-  + ConfigError           edge.errors
-  + NothingMatched        edge.cli_kit
-  + UsageError            edge.cli_kit
-  + ServiceSilent         edge.errors
+  + ConfigError           edge.config.errors
+  + NothingMatched        edge.cli.kit
+  + UsageError            edge.cli.kit
+  + ServiceSilent         edge.config.errors
   + CloudError            cloud_client.errors
   | - CloudUnavailable    cloud_client.errors
   | | · CloudTransient    cloud_client.errors

@@ -1,7 +1,7 @@
-"""One life cycle for the durable queues of the state DB: the MQTT outbox (`edge.outbound`), the
-sync outbox (`sync.outbox`), the owed workflow reports (`edge.reports_owed`) and the inbound dead
-letters (`edge.inbox`). Each also keeps its own methods; these are what they share, and what
-`tests/queues/test_contract.py` checks of each, the same cases for all four.
+"""One life cycle for the durable queues of the state DB: the MQTT outbox (`edge.store.outbound`),
+the sync outbox (`sync.outbox`), the owed workflow reports (`edge.store.reports_owed`) and the
+inbound dead letters (`edge.store.inbox`). Each also keeps its own methods; these are what they
+share, and what `tests/queues/test_contract.py` checks of each, the same cases for all four.
 
 - `put(item)` inside the caller's open transaction: a rollback leaves nothing; returns its id.
 - `hand_out(limit)`: up to `limit` stored items, oldest first, with their ids; never one acked.

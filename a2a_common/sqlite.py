@@ -1,8 +1,8 @@
 """Opening the one state DB: file mode, pragmas, schema migrations.
 
-Each package contributes named migrations; `edge.schema` fixes their order. `PRAGMA user_version`
-holds how many have run, so a DB written by a newer a2a-edge (more migrations than we know) is
-refused instead of being misread.
+Each package contributes named migrations; `edge.store.schema` fixes their order. `PRAGMA
+user_version` holds how many have run, so a DB written by a newer a2a-edge (more migrations than we
+know) is refused instead of being misread.
 
 Before SQLite sees the file, the writer checks what it is (SPEC §6's start-up check): `state.db`
 and its `-wal`/`-shm` are regular files or absent, never symlinks (a chmod or an O_CREAT through

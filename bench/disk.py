@@ -54,7 +54,7 @@ from typing import Any
 from a2a_common.sqlite import open_state_db
 from bench.benchlib import instant_agents, record, runtime_stack, stop_all
 from bench.snapshot import fill
-from edge.schema import MIGRATIONS
+from edge.store.schema import MIGRATIONS
 from sim.probe import MqttProbe
 
 ROOT = "a2a/robot-bench"

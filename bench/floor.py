@@ -43,7 +43,7 @@ from a2a_common.sqlite import open_state_db
 from bench.benchlib import instant_agents, proc_stat, record, runtime_stack, stop_all
 from bench.snapshot import fill
 from bench.taskmanager import OPERATIONS, two_step
-from edge.schema import MIGRATIONS
+from edge.store.schema import MIGRATIONS
 from sim.probe import MqttProbe
 
 OURS = "a2a/robot-bench"

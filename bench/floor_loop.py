@@ -26,7 +26,7 @@ import httpx
 import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
 
-from edge.mqtt import no_delay
+from edge.channel.mqtt import no_delay
 
 
 class Floor:

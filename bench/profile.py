@@ -24,7 +24,7 @@ from bench.benchlib import instant_agents, runtime_stack, stop_all
 from bench.peers import ours_block, warm_up
 from bench.runtime import ROOT, turns
 from bench.snapshot import fill
-from edge.schema import MIGRATIONS
+from edge.store.schema import MIGRATIONS
 from sim.probe import MqttProbe
 
 OURS = {"edge", "cache", "taskmanager", "sync", "cloud_client", "a2a_common"}

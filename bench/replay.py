@@ -17,8 +17,8 @@ from a2a_common.sqlite import open_state_db
 from a2a_common.writes import SyncWrite
 from cache.memory import Memory, MemoryPolicy
 from cloud_client.client import CloudClient
-from edge.schema import MIGRATIONS
-from edge.sync_sink import MemorySyncSink
+from edge.app.sync_sink import MemorySyncSink
+from edge.store.schema import MIGRATIONS
 from sim.cloud import SimCloud
 from sync.outbox import SyncOutbox
 from sync.replay import Replayer

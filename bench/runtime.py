@@ -29,7 +29,7 @@ from bench.benchlib import (
 )
 from bench.snapshot import fill
 from cache.relabel import FINGERPRINT_KEY
-from edge.schema import MIGRATIONS
+from edge.store.schema import MIGRATIONS
 from sim.broker import free_port
 from sim.probe import MqttProbe
 from sim.processes import RuntimeProcess

@@ -28,7 +28,7 @@ from cache.model import CacheView, DailySummary, PairView, ProfileView, SyncPosi
 from cache.relabel import FINGERPRINT_KEY
 from cache.relevance import query
 from cache.snapshot import build_snapshot
-from edge.schema import MIGRATIONS
+from edge.store.schema import MIGRATIONS
 
 START = datetime(2025, 6, 24, 20, 0, tzinfo=UTC)
 NOW = START + timedelta(days=365)

@@ -3,7 +3,7 @@ The face: what other packages may use is `__all__`, imported from here (`from cl
 CloudClient`), never from a submodule; tests/test_faces.py holds it. The names load on first use
 (PEP 562), so importing the package costs nothing and the CLI's lazy imports stay lazy.
 No name here imports httpx eagerly: `cloud_client.client` loads it at the first request
-(`edge/warmup.py` loads it early, off the service's cold path).
+(`edge/runtime/warmup.py` loads it early, off the service's cold path).
 """
 
 from __future__ import annotations

@@ -68,7 +68,7 @@ class CloudClient:
     def _http(self) -> httpx.AsyncClient:
         """The HTTP client, built at its first use or by `prepare`: with TLS verification it
         reads and parses the whole CA bundle (~70 ms), which the runtime's READY does not wait
-        for (edge/runtime.py prepares it right after)."""
+        for (edge/runtime/executor.py prepares it right after)."""
         if self._client is None:
             import httpx  # here, not on the cold path: ~90 ms of imports READY does not wait for
 

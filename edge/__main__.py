@@ -1,5 +1,5 @@
 import sys
 
-from edge.cli import main
+from edge.cli.entry import main
 
 sys.exit(main())

@@ -13,30 +13,30 @@ from a2a_common.sqlite import open_state_db
 from cache import Memory
 from cloud_client import CloudClient
 from edge import __version__
-from edge.app import DeviceApp
-from edge.app_turns import TurnInputs
-from edge.checkpointer import Checkpointer, restart_at
-from edge.commits import Commits
-from edge.config import Secrets, Settings
-from edge.consent import ConsentRegister
-from edge.consent_ops import ConsentOps
-from edge.door import Door
-from edge.inbox import InboxDeadLetters, InboxDedupe
-from edge.memory_ops import MemoryOps
-from edge.metrics import Metrics
-from edge.mqtt import MqttChannel
-from edge.notify import Notifier
-from edge.outbound import DurableOutbox
-from edge.policies import memory_policy
-from edge.publisher import TaskPublisher
-from edge.reports import Reports
-from edge.reports_owed import OwedReports
-from edge.runtime import Runtime
-from edge.schema import MIGRATIONS
-from edge.statefiles import StateFiles
-from edge.sync_sink import MemorySyncSink
-from edge.topics import Topics
-from edge.work import Work
+from edge.app.consent_ops import ConsentOps
+from edge.app.device import DeviceApp
+from edge.app.memory_ops import MemoryOps
+from edge.app.publisher import TaskPublisher
+from edge.app.sync_sink import MemorySyncSink
+from edge.app.turn_inputs import TurnInputs
+from edge.channel.mqtt import MqttChannel
+from edge.channel.topics import Topics
+from edge.config.policies import memory_policy
+from edge.config.settings import Secrets, Settings
+from edge.host.checkpointer import Checkpointer, restart_at
+from edge.host.metrics import Metrics
+from edge.host.notify import Notifier
+from edge.host.statefiles import StateFiles
+from edge.runtime.executor import Runtime
+from edge.store.commits import Commits
+from edge.store.consent import ConsentRegister
+from edge.store.door import Door
+from edge.store.inbox import InboxDeadLetters, InboxDedupe
+from edge.store.outbound import DurableOutbox
+from edge.store.reports import Reports
+from edge.store.reports_owed import OwedReports
+from edge.store.schema import MIGRATIONS
+from edge.store.work import Work
 from sync import Replayer, SyncOutbox
 from taskmanager import TaskManager, load_catalog, load_effects
 
@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 def open_db(settings: Settings, clock: Clock | None = None) -> Database:
     """The state DB for writing (the service, or a CLI command when no service runs), checked,
     and backed up into `<state_dir>/backups` before a migration. The caller holds the state
-    dir's lock (`edge.statelock`)."""
+    dir's lock (`edge.host.statelock`)."""
     path = settings.state_db_path
     return open_state_db(
         path,

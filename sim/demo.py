@@ -155,8 +155,8 @@ class Demo:
         )
 
     def status(self) -> dict[str, Any]:
-        from edge.config import load_settings
-        from edge.views import sync_status
+        from edge.config.settings import load_settings
+        from edge.views.state import sync_status
 
         return sync_status(load_settings(self.config))
 
@@ -292,8 +292,8 @@ class Demo:
         return result
 
     def preferred_room(self) -> str | None:
-        from edge.config import load_settings
-        from edge.views import memory_snapshot
+        from edge.config.settings import load_settings
+        from edge.views.state import memory_snapshot
 
         snapshot, _ = memory_snapshot(load_settings(self.config))
         for item in snapshot["long_term"]["profile_items"]:
@@ -302,8 +302,8 @@ class Demo:
         return None
 
     def summary(self) -> dict[str, Any]:
-        from edge.config import load_settings
-        from edge.views import memory_snapshot, workflows_list
+        from edge.config.settings import load_settings
+        from edge.views.state import memory_snapshot, workflows_list
 
         settings = load_settings(self.config)
         by_status: dict[str, int] = {}

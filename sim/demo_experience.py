@@ -35,8 +35,8 @@ def _rest_passes(demo: Demo, wf: str) -> None:
 
 def _decisions(demo: Demo, wf: str) -> None:
     """What the supervisor was asked and decided, from the workflow's trace (bounded)."""
-    from edge.config import load_settings
-    from edge.views import workflow_trace
+    from edge.config.settings import load_settings
+    from edge.views.state import workflow_trace
 
     shown = workflow_trace(load_settings(demo.config), wf) or {"timeline": []}
     asked = [e.get("status") for e in shown["timeline"] if e["kind"] == "decision_requested"]

@@ -42,8 +42,8 @@ def change_of_mind(demo: Demo) -> None:
 
 
 def _superseded(demo: Demo) -> str:
-    from edge.config import load_settings
-    from edge.views import memory_show
+    from edge.config.settings import load_settings
+    from edge.views.state import memory_show
 
     shown = memory_show(load_settings(demo.config))["profile_items"]
     old = [i for i in shown if i["key"] == "preferred_room" and i["value"] == "안방"]
@@ -78,8 +78,8 @@ def relevance_under_a_small_budget(demo: Demo) -> None:
 
 
 def _confirmed_keys(demo: Demo) -> int:
-    from edge.config import load_settings
-    from edge.views import memory_show
+    from edge.config.settings import load_settings
+    from edge.views.state import memory_show
 
     shown = memory_show(load_settings(demo.config))["profile_items"]
     return len({i["key"] for i in shown if i["status"] == "confirmed"})
@@ -87,8 +87,8 @@ def _confirmed_keys(demo: Demo) -> int:
 
 def _focused(demo: Demo, text: str) -> dict[str, Any]:
     """The snapshot a turn with `text` would send now, under the small budget."""
-    from edge.config import load_settings
-    from edge.views import memory_snapshot
+    from edge.config.settings import load_settings
+    from edge.views.state import memory_snapshot
 
     settings = load_settings(demo.config)
     memory = settings.memory.model_copy(update={"snapshot_budget_bytes": SMALL_BUDGET})

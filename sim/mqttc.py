@@ -10,7 +10,7 @@ from typing import Any
 import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
 
-from edge.mqtt import no_delay
+from edge.channel.mqtt import no_delay
 
 
 def start_client(

@@ -1,5 +1,5 @@
 """Every migration of the outbox's tables, in the order the package wrote them; the state DB's
-order across packages is `edge/schema.py`'s."""
+order across packages is `edge/store/schema.py`'s."""
 
 from __future__ import annotations
 

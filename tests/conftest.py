@@ -19,7 +19,7 @@ from typing import Any, Protocol
 import pytest
 
 from a2a_common.clock import iso
-from edge.config import Settings
+from edge.config.settings import Settings
 from sim.broker import Mosquitto
 from sim.cloud import SimCloud
 from sim.devices import DeviceAgents

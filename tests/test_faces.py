@@ -170,7 +170,7 @@ def test_the_deep_import_check_sees_every_spelling(tmp_path: Path) -> None:
 
 
 def test_the_state_db_takes_every_package_migration_once() -> None:
-    from edge.schema import MIGRATIONS
+    from edge.store.schema import MIGRATIONS
 
     names = [m.name for m in MIGRATIONS]
     for name in sorted(FACES):

@@ -18,7 +18,7 @@ import sqlite_utils
 
 from a2a_common.db import Database
 from a2a_common.sqlite import open_readonly, open_state_db
-from edge.schema import MIGRATIONS
+from edge.store.schema import MIGRATIONS
 
 FIXTURE = json.loads(
     (Path(__file__).parents[1] / "fixtures" / "state_schema.json").read_text(encoding="utf-8")

@@ -14,7 +14,7 @@ from a2a_common.sqlite import (
     open_state_db,
     schema_version,
 )
-from edge.schema import MIGRATIONS
+from edge.store.schema import MIGRATIONS
 
 
 def _make(db: Database) -> None:

@@ -8,7 +8,7 @@ import pytest
 from a2a_common.clock import ManualClock
 from a2a_common.sqlite import open_state_db
 from cache.memory import Memory, MemoryPolicy
-from edge.schema import MIGRATIONS
+from edge.store.schema import MIGRATIONS
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from cache.memory import Memory, MemoryPolicy
 from cache.model import CandidateIn
 from cache.privacy import CategoryPolicy, PrivacyPolicy
 from cache.update import UpdateChanges
-from edge.schema import MIGRATIONS
+from edge.store.schema import MIGRATIONS
 
 SESSION = "session-1"
 HEALTH = CandidateIn("condition", "고혈압", "health")
@@ -269,7 +269,7 @@ def test_the_migration_labels_what_an_older_db_holds(tmp_path: Path) -> None:
 
 def test_the_cloud_names_categories_where_the_contract_carries_them() -> None:
     from cloud_client.models import SyncUpdates, TurnResponse
-    from edge.turns import update_input_of
+    from edge.app.turns import update_input_of
 
     response = TurnResponse.model_validate(
         {

@@ -12,7 +12,7 @@ from a2a_common.sqlite import open_state_db
 from a2a_common.writes import SyncWrite
 from cache.memory import Memory
 from cache.model import CandidateIn
-from edge.schema import MIGRATIONS
+from edge.store.schema import MIGRATIONS
 
 DAY = 86400.0
 

@@ -15,9 +15,9 @@ from a2a_common.sqlite import open_state_db
 from cache.memory import Memory, MemoryPolicy
 from cache.model import CandidateIn
 from cache.privacy import CategoryPolicy, PrivacyPolicy
-from edge.checkpointer import Checkpointer
-from edge.memory_ops import MemoryOps
-from edge.schema import MIGRATIONS
+from edge.app.memory_ops import MemoryOps
+from edge.host.checkpointer import Checkpointer
+from edge.store.schema import MIGRATIONS
 from sync.outbox import SyncOutbox
 
 ROOM = CandidateIn("preferred_room", "안방", "device_pattern")

@@ -8,7 +8,7 @@ from cache.memory import Memory
 from cache.model import SyncPosition
 from cache.update import UpdateChanges, plan_update
 from cloud_client.models import MemorySnapshot, TurnResponse
-from edge.turns import update_input_of
+from edge.app.turns import update_input_of
 from sim.memory import normalize_memory_context
 from tests.conftest import fixture_json
 

@@ -24,8 +24,8 @@ from cache.lasting import Lasting
 from cache.memory import Memory, MemoryPolicy
 from cache.model import CandidateIn
 from cache.privacy import CategoryPolicy, PrivacyPolicy
-from edge.memory_ops import MemoryOps
-from edge.schema import MIGRATIONS
+from edge.app.memory_ops import MemoryOps
+from edge.store.schema import MIGRATIONS
 from sync.outbox import SyncOutbox
 
 KEYS = ["preferred_room", "bedtime", "blood_pressure"]

@@ -21,8 +21,8 @@ from cache.memory import Memory, MemoryPolicy
 from cache.model import CandidateIn
 from cache.privacy import SENSITIVE_DEFAULT, CategoryPolicy, PrivacyPolicy
 from cache.update import UpdateChanges
-from edge.schema import MIGRATIONS
-from edge.sync_sink import MemorySyncSink
+from edge.app.sync_sink import MemorySyncSink
+from edge.store.schema import MIGRATIONS
 from sync.outbox import SyncOutbox
 from sync.replay import Replayer
 from tests.cache.evasions import evaded_term

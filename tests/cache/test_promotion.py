@@ -14,7 +14,7 @@ from a2a_common.sqlite import open_state_db
 from cache.memory import Memory, MemoryPolicy
 from cache.model import CandidateIn, Evidence, PromotionPolicy
 from cache.promotion import StepOutcome, next_status, observed_candidates
-from edge.schema import MIGRATIONS
+from edge.store.schema import MIGRATIONS
 
 ROOM = CandidateIn("preferred_room", "안방", "device_pattern", 0.7)
 ACCEPT = CandidateIn("preferred_room", "안방", "device_pattern", 0.9, "suggestion_accepted")

@@ -13,8 +13,8 @@ from cache.lexicon import parse_lexicon, shipped
 from cache.memory import Memory, MemoryPolicy
 from cache.privacy import PrivacyPolicy
 from cache.relabel import FINGERPRINT_KEY, relabel_if_changed
-from edge.schema import MIGRATIONS
-from edge.sync_sink import MemorySyncSink
+from edge.app.sync_sink import MemorySyncSink
+from edge.store.schema import MIGRATIONS
 from sync.core import Pending
 from tests.cache.test_privacy_props import changes
 

@@ -21,7 +21,7 @@ from cache.memory import Memory, MemoryPolicy
 from cache.model import CandidateIn
 from cache.snapshot import build_snapshot
 from cloud_client.models import MemorySnapshot
-from edge.schema import MIGRATIONS
+from edge.store.schema import MIGRATIONS
 from tests.examples import examples
 
 ROOMS = ["안방", "거실", "서재"]

@@ -8,7 +8,7 @@ from a2a_common.clock import ManualClock
 from a2a_common.sqlite import open_state_db
 from cache.memory import Memory, MemoryPolicy
 from cache.privacy import PrivacyPolicy
-from edge.schema import MIGRATIONS
+from edge.store.schema import MIGRATIONS
 
 
 def put_item(memory: Memory, key: str, value: str, **fields: object) -> None:

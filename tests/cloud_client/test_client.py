@@ -140,14 +140,16 @@ def test_the_turn_body_is_the_json_the_device_has_always_written() -> None:
 
 
 def test_httpx_is_imported_when_the_client_is_prepared_not_before() -> None:
-    """The cold path to READY does not pay httpx's ~90 ms of imports (edge/warmup.py prepares
-    the client after READY)."""
+    """The cold path to READY does not pay httpx's ~90 ms of imports (edge/runtime/warmup.py
+    prepares the client after READY)."""
     import subprocess
     import sys
 
     script = (
         "import sys\n"
-        "from edge import cli_service, wiring, runtime\n"
+        "from edge import wiring\n"
+        "from edge.cli import service as cli_service\n"
+        "from edge.runtime import executor as runtime\n"
         "from cloud_client.client import CloudClient\n"
         "client = CloudClient(base_url='http://127.0.0.1:18080')\n"
         "print('httpx' in sys.modules)\n"

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from edge import __version__
-from edge.cli import main, parser
+from edge.cli.entry import main, parser
 from sim.probe import MqttProbe
 from tests.conftest import RuntimeFactory, eventually
 
@@ -38,7 +38,7 @@ def a2a_edge(*args: str, env: dict[str, str] | None = None) -> subprocess.Comple
 
 
 class Cli:
-    """`a2a-edge …` in this process (`edge.cli.main`): the same code as the console script,
+    """`a2a-edge …` in this process (`edge.cli.entry.main`): the same code as the console script,
     without an interpreter start per call. `(exit code, stdout, stderr)`."""
 
     def __init__(self, capsys: pytest.CaptureFixture[str]) -> None:
@@ -227,7 +227,7 @@ def test_status_json_without_a_state_db_is_still_json(tmp_path: Path) -> None:
 
 def test_a_progress_bar_on_a_terminal_only() -> None:
     script = (
-        "from edge import cli_out\n"
+        "from edge.cli import out as cli_out\n"
         "with cli_out.progress(300, 'sync replay') as update:\n"
         "    for done in (100, 200, 300):\n"
         "        update(done, 300 - done)\n"
@@ -257,8 +257,10 @@ def test_run_does_not_import_the_output_libraries() -> None:
     would import its own CLI with them unless edge/__init__.py declines it."""
     script = (
         "import sys\n"
-        "from edge.cli import parser\n"
-        "from edge import cli_service, wiring, runtime\n"
+        "from edge.cli.entry import parser\n"
+        "from edge import wiring\n"
+        "from edge.cli import service as cli_service\n"
+        "from edge.runtime import executor as runtime\n"
         "args = parser().parse_args(['run', '--config', '/nonexistent.toml'])\n"
         "assert args.func is cli_service.cmd_run\n"
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('rich', 'pygments',"

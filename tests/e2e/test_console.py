@@ -21,10 +21,10 @@ from urllib.parse import quote
 
 import pytest
 
-from edge import console_http
-from edge.config import load_secrets, load_settings
-from edge.console_http import MAX_CONNECTIONS, MAX_STREAMS, ConsoleServer
-from edge.console_live import Canceller, Changes
+from edge.config.settings import load_secrets, load_settings
+from edge.console import server as console_http
+from edge.console.live import Canceller, Changes
+from edge.console.server import MAX_CONNECTIONS, MAX_STREAMS, ConsoleServer
 from sim.cloud import SimCloud
 from sim.devices import Behavior, DeviceAgents
 from sim.probe import MqttProbe
@@ -34,7 +34,7 @@ from tests.e2e.test_privacy_tiers import HEALTH, memory_update
 from tests.taskmanager.helpers import MOVE_PURIFY
 
 EVENTS = f"{ROOT}/workflow/event"
-STATIC = Path(__file__).parents[2] / "edge" / "console_static"
+STATIC = Path(__file__).parents[2] / "edge" / "console" / "static"
 
 
 def plan(cloud: SimCloud, workflow_id: str) -> None:
@@ -66,8 +66,10 @@ def test_run_does_not_import_the_console() -> None:
     """The service keeps its footprint: the console's server, follower and page stay out."""
     script = (
         "import sys\n"
-        "from edge.cli import parser\n"
-        "from edge import cli_service, wiring, runtime\n"
+        "from edge.cli.entry import parser\n"
+        "from edge import wiring\n"
+        "from edge.cli import service as cli_service\n"
+        "from edge.runtime import executor as runtime\n"
         "args = parser().parse_args(['run', '--config', '/nonexistent.toml'])\n"
         "assert args.func is cli_service.cmd_run\n"
         "print(sorted(m for m in sys.modules if m.startswith(('edge.console', 'selenium'))))\n"

@@ -163,7 +163,9 @@ def test_demo_text_timeline_is_readable_and_verbose_shows_the_runtime_log(
     ):
         assert line in out
     log = [line for line in out.splitlines() if "runtime │ " in line]
-    assert any("INFO edge.lifecycle: started: device robot-001" in line for line in log), log
+    assert any("INFO edge.runtime.lifecycle: started: device robot-001" in line for line in log), (
+        log
+    )
     assert any("turn demo-01 answered" in line for line in log), log
     first_log = out.index("turn demo-01 answered")
     assert out.index("사용자 ▶ 안방으로 가서 청정해줘") < first_log < out.index("== 2.")

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from a2a_common.sqlite import open_state_db
-from edge.schema import MIGRATIONS
+from edge.store.schema import MIGRATIONS
 from sim.cloud import SimCloud
 from sim.probe import MqttProbe
 from tests.conftest import ROOT, RuntimeFactory, StateRows, eventually, workflow_event

@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from edge.schema import MIGRATIONS
+from edge.store.schema import MIGRATIONS
 from sim.broker import Mosquitto
 from sim.cloud import SimCloud
 from sim.probe import MqttProbe

@@ -22,7 +22,8 @@ import pytest
 from tests.e2e.background import Background
 
 REPO = Path(__file__).parents[2]
-PACKAGES = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+SETUPTOOLS = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]
+PACKAGES = sorted({p.split(".")[0] for p in SETUPTOOLS["packages"]})  # edge.cli: with edge
 INSTALL = REPO / "systemd" / "install.sh"
 pytestmark = pytest.mark.e2e
 
@@ -55,7 +56,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_the_wheel_holds_the_catalogs_and_the_entry_point(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
-    page = [f"edge/console_static/console.{ext}" for ext in ("html", "js", "css")]
+    page = [f"edge/console/static/console.{ext}" for ext in ("html", "js", "css")]
     for data in ("taskmanager/catalog.json", "edge/py.typed", "a2a_common/py.typed", *page):
         assert data in names, data
     assert not [n for n in names if n.startswith("tests/")]

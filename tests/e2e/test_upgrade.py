@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from edge.schema import MIGRATIONS
+from edge.store.schema import MIGRATIONS
 from tests.conftest import RuntimeFactory
 
 

@@ -15,9 +15,8 @@ import pytest
 
 from a2a_common.clock import ManualClock
 from a2a_common.sqlite import StorageUnavailable
-from edge.app import DeviceApp
-from edge.config import Secrets, Settings
-from edge.topics import (
+from edge.app.device import DeviceApp
+from edge.channel.topics import (
     AdminRequestMsg,
     Arrival,
     DeviceContextMsg,
@@ -27,6 +26,7 @@ from edge.topics import (
     TurnRequestMsg,
     WorkflowRequestMsg,
 )
+from edge.config.settings import Secrets, Settings
 from edge.wiring import build_app, open_db
 from tests.taskmanager.helpers import MOVE_PURIFY, T0
 

@@ -16,10 +16,10 @@ import pytest
 
 from a2a_common.db import Database
 from a2a_common.sqlite import open_state_db
-from edge.checkpointer import Checkpointer, restart_at
-from edge.commits import Commits
-from edge.schema import MIGRATIONS
-from edge.statefiles import StateFiles
+from edge.host.checkpointer import Checkpointer, restart_at
+from edge.host.statefiles import StateFiles
+from edge.store.commits import Commits
+from edge.store.schema import MIGRATIONS
 from tests.conftest import eventually
 
 MB = 2**20

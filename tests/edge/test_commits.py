@@ -16,8 +16,8 @@ import pytest
 
 from a2a_common.db import Database
 from a2a_common.sqlite import StorageUnavailable, open_state_db
-from edge.commits import Commits
-from edge.schema import MIGRATIONS
+from edge.store.commits import Commits
+from edge.store.schema import MIGRATIONS
 
 
 @pytest.fixture

@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from edge.cli import main
-from edge.config import load_secrets, load_settings
-from edge.errors import ConfigError
+from edge.cli.entry import main
+from edge.config.errors import ConfigError
+from edge.config.settings import load_secrets, load_settings
 
 
 def write(tmp_path: Path, text: str) -> Path:

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from cloud_client.security import is_loopback
-from edge.config import CloudSettings, load_settings
-from edge.errors import ConfigError
+from edge.config.errors import ConfigError
+from edge.config.settings import CloudSettings, load_settings
 
 TOKEN = {"A2A_EDGE_CLOUD__TOKEN_FILE": "/etc/a2a-edge/token"}
 

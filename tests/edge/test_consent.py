@@ -13,9 +13,9 @@ import pytest
 
 from a2a_common.clock import ManualClock
 from a2a_common.sqlite import open_state_db
-from edge.consent import ConsentRegister
-from edge.schema import MIGRATIONS
-from edge.topics import ConsentRequestMsg
+from edge.channel.topics import ConsentRequestMsg
+from edge.store.consent import ConsentRegister
+from edge.store.schema import MIGRATIONS
 from tests.edge.test_app import Robot
 from tests.taskmanager.helpers import T0
 

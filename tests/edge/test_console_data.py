@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from edge.console_data import PHASES, phase_of
-from edge.console_live import Changes, _change_of
+from edge.console.live import Changes, _change_of
+from edge.views.console import PHASES, phase_of
 
 
 @pytest.mark.parametrize(

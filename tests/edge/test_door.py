@@ -1,4 +1,4 @@
-"""The one door (edge/door.py): every kind of input the executor takes is held while the state
+"""The one door (edge/store/door.py): every kind of input the executor takes is held while the state
 DB refuses writes (`PRAGMA query_only`) and applied, in order, once it takes them again — in
 process, against a real SQLite file, with a recording channel and the cloud as a MockTransport.
 
@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-from edge.door import Door
-from edge.mqtt import Inbound
-from edge.notify import Notifier
-from edge.runtime import Runtime
-from edge.topics import TurnRequestMsg
+from edge.channel.mqtt import Inbound
+from edge.channel.topics import TurnRequestMsg
+from edge.host.notify import Notifier
+from edge.runtime.executor import Runtime
+from edge.store.door import Door
 from tests.edge.test_app import ROOT, Robot
 from tests.taskmanager.helpers import MOVE_PURIFY
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from a2a_common.clock import ManualClock
 from a2a_common.sqlite import open_state_db
-from edge.outbound import DurableOutbox
-from edge.schema import MIGRATIONS
+from edge.store.outbound import DurableOutbox
+from edge.store.schema import MIGRATIONS
 from tests.edge.test_outbound import RecordingWire
 
 BEFORE = 15  # migrations before issue 23's

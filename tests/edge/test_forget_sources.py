@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from edge import cli, cli_memory
+from edge.cli import entry as cli
+from edge.cli import memory as cli_memory
 from tests.edge.test_app import Robot
 
 HEALTH = "나 고혈압이 있어서 약 먹고 있어"

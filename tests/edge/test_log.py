@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from edge.log import JsonFormatter, fields, formatter, under_journald
+from edge.host.log import JsonFormatter, fields, formatter, under_journald
 from sim.probe import MqttProbe
 from tests.conftest import ROOT, RuntimeFactory, workflow_event
 from tests.taskmanager.helpers import MOVE_PURIFY
@@ -21,7 +21,7 @@ PREFIXED = re.compile(r"^<[0-7]>[a-z_.]+: ")
 
 
 def record(level: int, msg: str, *args: object, **extra: object) -> logging.LogRecord:
-    rec = logging.LogRecord("edge.app", level, __file__, 1, msg, args, None)
+    rec = logging.LogRecord("edge.app.device", level, __file__, 1, msg, args, None)
     for key, value in extra.items():
         setattr(rec, key, value)
     return rec
@@ -40,12 +40,12 @@ def test_journal_stream_must_name_stderr_itself(tmp_path: Path) -> None:
 
 def test_journal_lines_carry_the_priority_and_no_timestamp() -> None:
     fmt = formatter("text", journald=True)
-    assert fmt.format(record(logging.WARNING, "refused %s", "x")) == "<4>edge.app: refused x"
-    assert fmt.format(record(logging.INFO, "ok")) == "<6>edge.app: ok"
-    assert fmt.format(record(logging.ERROR, "a\nb")) == "<3>edge.app: a\n<3>b"
+    assert fmt.format(record(logging.WARNING, "refused %s", "x")) == "<4>edge.app.device: refused x"
+    assert fmt.format(record(logging.INFO, "ok")) == "<6>edge.app.device: ok"
+    assert fmt.format(record(logging.ERROR, "a\nb")) == "<3>edge.app.device: a\n<3>b"
     assert fmt.format(record(logging.DEBUG, "d")).startswith("<7>")
     plain = formatter("text", journald=False).format(record(logging.INFO, "ok"))
-    assert re.match(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} INFO edge.app: ok$", plain)
+    assert re.match(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} INFO edge.app.device: ok$", plain)
     as_json = formatter("json", journald=True).format(record(logging.ERROR, "boom"))
     assert as_json.startswith("<3>{") and json.loads(as_json[3:])["level"] == "ERROR"
 
@@ -77,12 +77,12 @@ def test_under_journald_the_runtime_logs_priorities_once_and_stops_without_warni
     assert lines and all(PREFIXED.match(line) for line in lines), lines[:5]
     warnings = [line for line in lines if line.startswith(("<4>", "<3>", "<2>"))]
     assert [line for line in warnings if "t-bad" in line or "invalid_field" in line] == [
-        "<4>edge.app_refusals: refused message on a2a/robot-test/turn/request: invalid_field"
+        "<4>edge.app.refusals: refused message on a2a/robot-test/turn/request: invalid_field"
         " (recognized_text: Input should be a valid string)"
     ]
     assert len([line for line in warnings if "wf-rej" in line]) == 1, warnings
     assert len(warnings) == 2, warnings  # nothing else: a clean stop is not a warning
-    assert any(line.startswith("<6>edge.runtime: broker disconnected") for line in lines)
+    assert any(line.startswith("<6>edge.runtime.executor: broker disconnected") for line in lines)
 
 
 def test_json_lines_carry_the_ids_as_fields(

@@ -11,7 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.process_collector import ProcessCollector
 
 from edge import __version__
-from edge.metrics import MAX_SERIES, OTHER, Metrics, ProcSubsetProcess, counter, gauge
+from edge.host.metrics import MAX_SERIES, OTHER, Metrics, ProcSubsetProcess, counter, gauge
 
 
 def families(metrics: Metrics) -> dict[str, object]:

@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from edge import metrics_server
-from edge.config import MetricsSettings, load_settings
-from edge.errors import ConfigError
-from edge.metrics import Metrics
+from edge.config.errors import ConfigError
+from edge.config.settings import MetricsSettings, load_settings
+from edge.host import metrics_server
+from edge.host.metrics import Metrics
 from sim.broker import free_port
 
 
@@ -138,7 +138,7 @@ def test_connections_past_the_cap_are_closed_at_once_and_logged_once(
         await asyncio.sleep(1.0)  # the episode's quiet time (0.8 s) passes
         after.append(await exchange(s.port, b"GET /metrics HTTP/1.1\r\n\r\n"))
 
-    with caplog.at_level(logging.INFO, logger="edge.metrics_server"):
+    with caplog.at_level(logging.INFO, logger="edge.host.metrics_server"):
         counters = with_server(s, body)
     assert extra == [b""] * 10
     assert after[0].startswith(b"HTTP/1.1 200 OK")

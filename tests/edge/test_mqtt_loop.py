@@ -1,5 +1,5 @@
-"""MqttChannel driven by the asyncio loop (edge/mqtt_loop.py), against a real Mosquitto: no paho
-thread, messages both ways, reconnect (broker restarted, down at start, stopped answering),
+"""MqttChannel driven by the asyncio loop (edge/channel/mqtt_loop.py), against a real Mosquitto: no
+paho thread, messages both ways, reconnect (broker restarted, down at start, stopped answering),
 publish_and_wait, a bounded stop, and a blackholed broker that must not block the loop."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from edge.config import MqttSettings
-from edge.mqtt import ChannelHandlers, Inbound, LastWill, MqttChannel
+from edge.channel.mqtt import ChannelHandlers, Inbound, LastWill, MqttChannel
+from edge.config.settings import MqttSettings
 from sim.broker import Mosquitto
 from sim.probe import MqttProbe
 

@@ -5,7 +5,7 @@ import socket
 import uuid
 from pathlib import Path
 
-from edge.notify import Notifier
+from edge.host.notify import Notifier
 
 
 def _listener(address: str) -> socket.socket:

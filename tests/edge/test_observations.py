@@ -1,4 +1,4 @@
-"""What `P/observation` may cost and what a turn carries of it (edge/observations.py)."""
+"""What `P/observation` may cost and what a turn carries of it (edge/app/observations.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from a2a_common.clock import ManualClock
-from edge.observations import ObservationGate
+from edge.app.observations import ObservationGate
 
 
 def gate(clock: ManualClock, **over: Any) -> ObservationGate:

@@ -11,9 +11,9 @@ import pytest
 
 from a2a_common.clock import ManualClock, iso
 from a2a_common.sqlite import open_state_db
-from edge.inbox import InboxDedupe
-from edge.outbound import DurableOutbox
-from edge.schema import MIGRATIONS
+from edge.store.inbox import InboxDedupe
+from edge.store.outbound import DurableOutbox
+from edge.store.schema import MIGRATIONS
 
 
 class RecordingWire:

@@ -5,9 +5,9 @@ from pathlib import Path
 import pytest
 
 from cache.privacy import CategoryPolicy
-from edge.config import load_settings
-from edge.errors import ConfigError
-from edge.policies import memory_policy, privacy_policy
+from edge.config.errors import ConfigError
+from edge.config.policies import memory_policy, privacy_policy
+from edge.config.settings import load_settings
 
 
 def test_the_memory_policy_holds_the_privacy_policy_of_the_same_settings(tmp_path: Path) -> None:

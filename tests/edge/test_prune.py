@@ -8,8 +8,8 @@ from pathlib import Path
 from a2a_common.clock import ManualClock
 from a2a_common.db import Database
 from a2a_common.sqlite import open_state_db
-from edge.inbox import InboxDedupe
-from edge.schema import MIGRATIONS
+from edge.store.inbox import InboxDedupe
+from edge.store.schema import MIGRATIONS
 from sim.broker import Mosquitto
 from taskmanager.store import WorkflowStore
 from tests.conftest import RuntimeFactory, StateRows, eventually

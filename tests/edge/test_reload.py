@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from edge import reload
+from edge.host import reload
 from tests.conftest import RuntimeFactory, state_dir
 
 
@@ -64,7 +64,7 @@ def test_keys_a_reload_does_not_apply_are_named() -> None:
     """Seen under a real systemd: `systemctl reload` after changing mqtt.port succeeded and
     said nothing, and the service kept the old port. The keys that wait for a restart are
     named (never their values); what a reload applies is not."""
-    from edge.config import Settings
+    from edge.config.settings import Settings
 
     running = Settings()
     fresh = Settings.model_validate(

@@ -1,5 +1,5 @@
 """Terminal workflow reports are on disk from the commit that ended the workflow until the cloud
-took them (edge/reports_owed.py): delivered ones are reaped, refused ones and what a stop or a
+took them (edge/store/reports_owed.py): delivered ones are reaped, refused ones and what a stop or a
 crash left go to the sync outbox, forgotten ones are never sent."""
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from a2a_common.clock import ManualClock
 from a2a_common.db import Database
 from a2a_common.sqlite import open_state_db
 from cloud_client.errors import CloudUnavailable
-from edge.reports import Reports
-from edge.reports_owed import OwedReports
-from edge.schema import MIGRATIONS
+from edge.store.reports import Reports
+from edge.store.reports_owed import OwedReports
+from edge.store.schema import MIGRATIONS
 from sync.outbox import SyncOutbox
 from taskmanager.events import Report
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from edge.config import Settings, load_settings
+from edge.config.settings import Settings, load_settings
 
 UNIT = Path(__file__).parents[2] / "systemd" / "a2a-edge.service"
 ANALYZE = shutil.which("systemd-analyze")

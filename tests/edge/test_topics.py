@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edge.routes import Route, Router
-from edge.topics import DeviceContextMsg, Refusal, Topics, TurnRequestMsg, parse
+from edge.channel.topics import DeviceContextMsg, Refusal, Topics, TurnRequestMsg, parse
+from edge.runtime.routes import Route, Router
 from tests.examples import examples
 
 LIMIT = 65536

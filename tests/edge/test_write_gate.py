@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 import time
 
-from edge.checkpointer import WriteGate, hold_at, restart_at
+from edge.host.checkpointer import WriteGate, hold_at, restart_at
 
 
 def test_a_held_unit_waits_for_the_release() -> None:

@@ -19,10 +19,10 @@ from a2a_common.db import Database
 from a2a_common.ids import new_ulid
 from a2a_common.queues import DurableQueue, Handed
 from a2a_common.writes import SyncWrite
-from edge.config import Settings
-from edge.inbox import DeadLetter, InboxDeadLetters
-from edge.outbound import DurableOutbox, Outbound
-from edge.reports_owed import OwedReports
+from edge.config.settings import Settings
+from edge.store.inbox import DeadLetter, InboxDeadLetters
+from edge.store.outbound import DurableOutbox, Outbound
+from edge.store.reports_owed import OwedReports
 from edge.wiring import open_db
 from sync import SyncOutbox
 from tests.taskmanager.helpers import T0

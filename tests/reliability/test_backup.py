@@ -9,7 +9,7 @@ from contextlib import closing
 from pathlib import Path
 
 from a2a_common.sqlite import open_state_db
-from edge.schema import MIGRATIONS
+from edge.store.schema import MIGRATIONS
 from sim.probe import MqttProbe
 from tests.conftest import ROOT, RuntimeFactory, StateRows, eventually, read_rows, state_dir
 from tests.reliability.files import edge_cli

@@ -11,7 +11,7 @@ import pytest
 from a2a_common.clock import SystemClock
 from a2a_common.sqlite import open_state_db
 from a2a_common.writes import SyncWrite
-from edge.schema import MIGRATIONS
+from edge.store.schema import MIGRATIONS
 from sim.cloud import SimCloud
 from sim.devices import DeviceAgents
 from sim.probe import MqttProbe

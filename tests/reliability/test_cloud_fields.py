@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from a2a_common.jsonx import canonical
-from edge import views
-from edge.config import load_settings
+from edge.config.settings import load_settings
+from edge.views import state as views
 from sim.cloud import SimCloud
 from sim.memory import build_memory_update
 from sim.probe import MqttProbe

@@ -75,7 +75,7 @@ def test_a_second_run_on_one_state_dir_exits_3_naming_the_holder(
 def test_a_run_waits_for_a_cli_writer_then_starts(
     tmp_path: Path, runtime_factory: RuntimeFactory
 ) -> None:
-    from edge.statelock import StateLock  # here: the other cases also run against older code
+    from edge.host.statelock import StateLock  # here: the other cases also run against older code
 
     state = state_dir(tmp_path)
     state.mkdir(parents=True)

@@ -183,7 +183,7 @@ def test_slow_clients_past_the_cap_leave_turns_and_descriptors_alone(
         peak = fds.stop()
         lines = runtime.log().splitlines()
         errors = [line for line in lines if " ERROR " in line]
-        warnings = [line for line in lines if " WARNING edge.metrics" in line]
+        warnings = [line for line in lines if " WARNING edge.host.metrics" in line]
         print(
             f"\n{CLIENTS} slow clients for {ATTACK_S:g} s: {attack.connects} connects,"
             f" {len(attack.lifetimes)} closed by the server; fds {baseline} -> peak {peak}"
@@ -229,5 +229,5 @@ def test_a_host_other_than_loopback_is_refused_unless_allowed_then_warned(
     allowed = runtime_factory(metrics={"enabled": True, "allow_remote": True, "port": free_port()})
     # logged as the endpoint starts, right after READY: waited for, not raced
     assert eventually(
-        lambda: "WARNING edge.metrics_server: metrics.allow_remote = true: " in allowed.log()
+        lambda: "WARNING edge.host.metrics_server: metrics.allow_remote = true: " in allowed.log()
     )

@@ -15,9 +15,9 @@ import pytest
 from a2a_common.clock import SystemClock
 from a2a_common.sqlite import open_state_db
 from a2a_common.writes import SyncWrite
-from edge import views
-from edge.config import load_settings
-from edge.schema import MIGRATIONS
+from edge.config.settings import load_settings
+from edge.store.schema import MIGRATIONS
+from edge.views import state as views
 from sim.processes import RuntimeProcess
 from sync.outbox import SyncOutbox
 from tests.conftest import RuntimeFactory, StateRows, eventually

@@ -72,7 +72,8 @@ def build_wheel(dist: Path) -> Path:
     src.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(REPO / name, src / name)
-    for package in PYPROJECT["tool"]["setuptools"]["packages"]:
+    # the top-level packages: a subpackage (edge.cli) is copied with its parent
+    for package in sorted({p.split(".")[0] for p in PYPROJECT["tool"]["setuptools"]["packages"]}):
         shutil.copytree(REPO / package, src / package, ignore=shutil.ignore_patterns("__pycache__"))
     pip_wheel = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation"]
     built = run([*pip_wheel, "-w", str(dist), str(src)])

@@ -15,7 +15,7 @@ import pytest
 
 from a2a_common.db import Database
 from a2a_common.sqlite import migrate
-from edge.schema import MIGRATIONS
+from edge.store.schema import MIGRATIONS
 from tests.conftest import eventually
 from tests.system.conftest import ROOT, System, missing
 
@@ -151,8 +151,8 @@ def test_journal_priorities_and_no_user_words(system: System) -> None:
     def priorities(start: str) -> set[str]:
         return {e["PRIORITY"] for e in ours if e["MESSAGE"].startswith(start)}
 
-    assert priorities("edge.app_refusals: refused message") == {"4"}  # warning
-    assert priorities("edge.lifecycle: started: ") == {"6"}  # info
+    assert priorities("edge.app.refusals: refused message") == {"4"}  # warning
+    assert priorities("edge.runtime.lifecycle: started: ") == {"6"}  # info
 
 
 def test_reload_applies_before_it_returns_and_refuses_a_bad_file(system: System) -> None:

@@ -9,10 +9,10 @@ import pytest
 
 from a2a_common.clock import ManualClock
 from a2a_common.sqlite import open_state_db
-from edge.outbound import DurableOutbox
-from edge.publisher import TaskPublisher
-from edge.schema import MIGRATIONS
-from edge.topics import Topics
+from edge.app.publisher import TaskPublisher
+from edge.channel.topics import Topics
+from edge.store.outbound import DurableOutbox
+from edge.store.schema import MIGRATIONS
 from taskmanager.catalog import load_catalog, parse_catalog
 from taskmanager.core import Callback
 from taskmanager.errors import CatalogError

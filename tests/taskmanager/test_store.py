@@ -6,7 +6,7 @@ import dataclasses
 from pathlib import Path
 
 from a2a_common.sqlite import open_state_db
-from edge.schema import MIGRATIONS
+from edge.store.schema import MIGRATIONS
 from taskmanager.model import WorkflowStatus
 from taskmanager.store import WorkflowStore
 from tests.taskmanager.helpers import MOVE_PURIFY, T0, workflow

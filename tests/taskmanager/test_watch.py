@@ -8,10 +8,10 @@ from pathlib import Path
 
 from a2a_common.clock import ManualClock
 from a2a_common.sqlite import open_state_db
-from edge.outbound import DurableOutbox
-from edge.publisher import TaskPublisher
-from edge.schema import MIGRATIONS
-from edge.topics import Topics
+from edge.app.publisher import TaskPublisher
+from edge.channel.topics import Topics
+from edge.store.outbound import DurableOutbox
+from edge.store.schema import MIGRATIONS
 from taskmanager.catalog import load_catalog
 from taskmanager.events import Callback
 from taskmanager.service import TaskManager

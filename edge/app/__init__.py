@@ -1,0 +1,1 @@
+"""What inputs mean: turns, callbacks, PUI, workflows, consent and memory operations."""

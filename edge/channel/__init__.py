@@ -1,0 +1,1 @@
+"""The MQTT channel: paho adapter, topic names as values, inbound models, refusals."""

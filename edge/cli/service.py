@@ -1,0 +1,167 @@
+"""`a2a-edge run | status | config check | db backup`: the service and its files.
+
+`run`'s import graph stays lean: nothing here imports `rich` (edge/cli/out.py does, lazily,
+when a command prints)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import faulthandler
+import json
+import os
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Any
+
+from a2a_common.sqlite import StorageError
+from edge.cli.kit import (
+    EXIT_NOT_RUNNING,
+    EXIT_OK,
+    Subparsers,
+    command,
+    group,
+    settings_of,
+)
+from edge.config.settings import load_secrets
+from edge.host import statelock
+from edge.host.clock import runtime_clock
+from edge.host.log import configure
+from edge.host.permissions import check_permissions
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    settings = settings_of(args)
+    secrets = load_secrets(settings)
+    configure(settings.log.level, settings.log.format)
+    faulthandler.enable()  # a fatal signal (SIGBUS from a mapped file) leaves its stack in the log
+    from edge.wiring import build_runtime
+
+    clock = runtime_clock(os.environ)
+    with statelock.for_service(settings.state_db_path.parent):  # held until the process ends
+        check_permissions(settings)
+        runtime = build_runtime(
+            settings, secrets, clock=clock, config_path=Path(args.config) if args.config else None
+        )
+        return run_bounded(runtime.run())
+
+
+def run_bounded(main: Coroutine[Any, Any, int], grace_s: float = 1.0) -> int:
+    """`asyncio.run`, except that tasks still alive when `main` returns get `grace_s` to end
+    after a cancel instead of being waited for without end (a task that swallowed its
+    cancellation kept a stopped service alive, SPEC §6)."""
+    loop = asyncio.new_event_loop()
+    try:
+        return loop.run_until_complete(main)
+    finally:
+        left = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        for task in left:
+            task.cancel()
+        if left:
+            loop.run_until_complete(asyncio.wait(left, timeout=grace_s))
+        loop.close()
+
+
+def _status_title(shown: dict[str, Any]) -> str:
+    age = shown["heartbeat_age_s"]
+    if age is None:
+        seen = "never seen"
+    elif age < 0:  # its clock is ahead of this one (a demo's simulated days, a jump)
+        seen = f"last seen at {shown['last_seen']}, {-age:g} s ahead of this clock"
+    else:
+        seen = f"last seen {age:g} s ago"
+    if shown["service"] == "running":
+        return f"a2a-edge running ({shown['health']}), {seen}"
+    then = "; broker, cloud and loop values are from then" if age is not None else ""
+    return f"a2a-edge not running, {seen}{then}"
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from edge.cli import out as cli_out
+    from edge.views import state as views
+
+    try:
+        shown = views.status(settings_of(args))
+    except StorageError as exc:
+        if not args.json:
+            raise  # one line on stderr, exit 3 (edge/cli/entry.py)
+        cli_out.emit_json({"service": "not running", "health": "unknown", "error": str(exc)})
+        return EXIT_NOT_RUNNING
+    if args.json:
+        cli_out.emit_json(shown)
+    else:
+        cli_out.fields(shown, title=_status_title(shown))
+    return EXIT_OK if shown["service"] == "running" else EXIT_NOT_RUNNING
+
+
+def cmd_config_check(args: argparse.Namespace) -> int:
+    """Every check `run` makes of its config before it opens anything: the file and the
+    variables, the secret files, the catalog. A problem is one line and exit 2
+    (edge/cli/entry.py)."""
+    from edge.cli import out as cli_out
+    from edge.config.view import effective
+    from taskmanager import load_catalog, load_effects
+
+    settings = settings_of(args)
+    load_effects(load_catalog(settings.taskmanager.catalog_file), settings.experience.effects_file)
+    shown = effective(settings, Path(args.config) if args.config else None)
+    if args.json:
+        cli_out.emit_json(shown)
+        return EXIT_OK
+    rows = [
+        (row["key"], row["source"], json.dumps(row["value"], ensure_ascii=False))
+        for row in shown["settings"]
+    ]
+    cli_out.table(("key", "source", "value"), rows, title=f"config ok: {shown['file'] or '-'}")
+    for key, what in shown["secrets"].items():
+        print(f"{key}: {what}")
+    return EXIT_OK
+
+
+def cmd_db_backup(args: argparse.Namespace) -> int:
+    from a2a_common.backup import backup_file
+    from edge.cli import out as cli_out
+    from edge.store.schema import MIGRATIONS
+
+    settings = settings_of(args)
+    dest = Path(args.file).absolute()
+    size = backup_file(settings.state_db_path, dest, len(MIGRATIONS))
+    if args.json:
+        cli_out.emit_json({"file": str(dest), "bytes": size})
+    else:
+        print(f"{dest} {size} bytes")
+    return EXIT_OK
+
+
+def register(sub: Subparsers) -> None:
+    command(
+        sub,
+        "run",
+        "run the service in the foreground (what the systemd unit starts)",
+        cmd_run,
+        json=False,
+    )
+    command(
+        sub,
+        "status",
+        "is the service running, its health and what the state DB holds (read-only)",
+        cmd_status,
+        description="Service health from its last heartbeat (labelled `last seen N s ago`) and"
+        " the state DB's counts, read-only: safe while the service runs.\n"
+        "Exit 0 when the service runs, 3 when it does not (as `systemctl status`).",
+    )
+    config = group(sub, "config", "the configuration")
+    command(
+        config,
+        "check",
+        "validate the config and print the effective values, secrets redacted",
+        cmd_config_check,
+        description="Load the config as `run` would (the file, then the A2A_EDGE_* variables),"
+        " read the secret files and the catalog, and print every key with its value and where"
+        " it came from. Exit 0 when valid, 2 with one line naming the key when not.",
+    )
+    db = group(sub, "db", "the state DB file")
+    backup = command(
+        db, "backup", "a consistent copy of the state DB, safe while it runs", cmd_db_backup
+    )
+    backup.add_argument("file", help="where the copy goes (created 0600, replaced atomically)")

@@ -1,0 +1,1 @@
+"""Settings: the TOML file, environment overrides, the effective view, cache policies."""

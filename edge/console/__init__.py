@@ -1,0 +1,1 @@
+"""The local page of `a2a-edge console`: its HTTP server and its live MQTT follower."""

@@ -1,0 +1,1 @@
+"""The executor and the life cycle: intake, routes, housekeeping, alarm, warm-up."""

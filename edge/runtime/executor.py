@@ -1,0 +1,330 @@
+"""The executor: every kind of input through one door, and the life cycle around it.
+
+Each kind of input has its `take_<kind>` here — inbound messages (the intake's batches), a
+deadline, a report's answer, a turn's answer (edge/app/turn_inputs.py awaits the door), a PUBACK, a
+connection change, a reload, a housekeeping sweep, the heartbeat — and each goes through the
+one door (edge/store/door.py): the outermost unit of work, storage faults held and tried again in
+order, corruption a fatal stop, anything else counted. What an input means is the app's
+(edge/app/device.py); the executor only asks the app, never reaches through it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import time
+from pathlib import Path
+
+from a2a_common.clock import iso, seconds_between
+from edge.app.device import DeviceApp
+from edge.channel.mqtt import ChannelHandlers, LastWill, MqttChannel
+from edge.config.settings import Settings
+from edge.host.metrics_server import serve as serve_metrics
+from edge.host.notify import Notifier
+from edge.runtime.alarm import watch_alarms
+from edge.runtime.health import Health
+from edge.runtime.intake import Intake
+from edge.runtime.lifecycle import log_started, read_for_reload, reload_marked, shutdown
+from edge.runtime.metrics_state import state_reader
+from edge.runtime.routes import Router, route_table
+from edge.runtime.warmup import Warmup
+from edge.store.door import Door
+
+log = logging.getLogger(__name__)
+
+WARNINGS_EVERY_S = 30.0
+HEARTBEAT_EVERY_S = 5.0
+DEBUG_BLOCK_S = 3.0
+# PUBACKed rows are deleted with the next group commit or heartbeat, or after this long in a
+# commit of their own: one more WAL frame and fsync per turn when turns come seconds apart
+# (issue 23; a row left by a crash is only sent again, and receivers dedupe)
+REAP_AFTER_S = 2.0
+READY_WAITS_FOR_BROKER_S = 1.0  # at most, for the first subscriptions (then READY anyway)
+PREPARE_BY_S = 2.0  # the warm-up, when no broker connection came first (edge/runtime/warmup.py)
+
+
+class Runtime:
+    def __init__(
+        self,
+        *,
+        app: DeviceApp,
+        door: Door,
+        channel: MqttChannel,
+        notifier: Notifier,
+        settings: Settings,
+        config_path: Path | None = None,
+    ) -> None:
+        self._app = app
+        self._door = door
+        door.on_fatal = self._fatal
+        self._channel = channel
+        self._notifier = notifier
+        self._settings = settings
+        self._config_path = config_path
+        self._topics = app.topics
+        self._router = Router(app.topics, route_table(app))
+        self._stop = asyncio.Event()
+        self._reap_scheduled = False
+        self._warmup = Warmup(app.metrics, app.warmups())
+        self._servers: list[asyncio.Server] = []
+        self._last_broker_error = ""
+        self._debug = os.environ.get("A2A_DEBUG_HOOKS") == "1"  # tests: faults on purpose
+        self._intake = Intake(
+            app=app,
+            door=door,
+            channel=channel,
+            router=self._router,
+            max_payload_bytes=settings.mqtt.max_payload_bytes,
+        )
+        self._intake_task: asyncio.Task[None] | None = None
+        self.health = Health(
+            app=app,
+            door=door,
+            started_at=iso(app.clock.now()),
+            intake_held=lambda: self._intake.held,
+            intake_stopped=self._intake_stopped,
+        )
+        self._exit_code = 0
+        self._ready = False  # READY=1 sent
+
+    # --- life cycle -------------------------------------------------------------------------
+    async def run(self) -> int:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._stop.set)
+        loop.add_signal_handler(signal.SIGHUP, self.take_reload)
+        if self._debug:  # tests: wedge the loop on purpose
+            loop.add_signal_handler(signal.SIGUSR2, lambda: time.sleep(DEBUG_BLOCK_S))
+        app = self._app
+        # SPEC §6: DB or WAL removed/replaced -> stop, exit 1
+        app.when_state_lost(lambda reason: loop.call_soon_threadsafe(self._state_lost, reason))
+        recovered = app.recover()
+        self._door.run("reload", app.relabel, key="relabel")  # a new lexicon: before READY
+        app.attach(self._channel)
+        self._channel.start(
+            subscriptions=self._router.subscriptions(),
+            will=LastWill(self._topics.runtime_status, self.health.status("offline")),
+            handlers=ChannelHandlers(
+                connected=self.take_connection,
+                disconnected=self._on_disconnected,
+                published=self.take_puback,
+            ),
+        )
+        log_started(self._settings, app, recovered)
+        # READY once the broker holds our subscriptions (a kept session, our SUBACK): a message
+        # sent right after READY is not dropped (or after READY_WAITS_FOR_BROKER_S, no broker)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._channel.receiving.wait(), READY_WAITS_FOR_BROKER_S)
+        self._notifier.ready(self.health.line())
+        if self._settings.metrics.enabled:
+            metrics = app.metrics
+            lag, broker = (lambda: self.health.loop_lag), (lambda: self.health.broker_up)
+            metrics.read_at_scrape(state_reader(app, lag, broker))
+            self._servers.append(
+                await serve_metrics(self._settings.metrics, metrics.render, metrics)
+            )
+        # the warm-up: at once when the broker holds our subscriptions (READY waited for
+        # them), else at the first connection or PREPARE_BY_S after READY, whichever first
+        self._ready = True
+        if self._channel.receiving.is_set():
+            loop.call_soon(self._warmup.run)
+        else:
+            loop.call_later(PREPARE_BY_S, self._warmup.run)
+        self._intake_task = asyncio.create_task(self._intake.run())
+        background = [
+            self._intake_task,
+            asyncio.create_task(self._watchdog()),
+            asyncio.create_task(self._deadlines()),
+            asyncio.create_task(app.run_reporter(self._door)),
+            asyncio.create_task(self._housekeeping()),
+            asyncio.create_task(watch_alarms(app.unconfirmed_cancels, self._on_alarm)),
+            *(asyncio.create_task(job) for job in app.background()),
+        ]
+        await self._stop.wait()
+        self._intake.stop()  # held messages stay unacked: the broker keeps them
+        self._door.close()
+        self._notifier.stopping()
+        for server in self._servers:
+            server.close()
+        await shutdown(
+            app=app,
+            clock=app.clock,
+            background=background,
+            say_offline=self._say_offline if self.health.broker_up else None,
+            stop_channel=self._channel.stop,
+            before_close=self._warmup.stop,
+        )
+        return self._exit_code
+
+    async def _say_offline(self, timeout_s: float) -> bool:
+        return await self._channel.publish_and_wait(
+            self._topics.runtime_status,
+            self.health.status("offline"),
+            retain=True,
+            timeout_s=timeout_s,
+        )
+
+    # --- the inputs, each through the door ------------------------------------------------------
+    async def take_deadline(self) -> None:
+        """Deadlines that have passed fire; consent grants that have expired end. Held while
+        the DB refuses writes, and fired once it takes them (no deadline is skipped)."""
+        await self._door.until_done("deadline", self._app.tick)
+
+    def take_reload(self) -> None:
+        """SIGHUP: the log level, the privacy policy, consent and the Experience mode from the
+        config file again; what the DB refuses now is held and applied when it is back."""
+
+        def apply() -> None:
+            fresh = read_for_reload(self._settings, self._config_path)
+            for step in self._app.reload_steps(fresh):
+                self._door.run("reload", step)
+            self._beat()  # `status` shows the mode now, not a beat later
+
+        state_dir = self._settings.state_db_path.parent
+        reload_marked(self._notifier, state_dir, apply, self.health.line)
+
+    def take_connection(self, session_present: bool) -> None:
+        """The broker connected: our status, the commands to send again when it kept no
+        session of ours (held while the DB refuses writes), what was owed before."""
+        self.health.broker_up = True
+        self._publish_status()
+        log.info("broker connected (session %s)", "kept" if session_present else "new")
+        if not session_present:
+            self._door.run("connection", self._app.session_lost, key="session_lost")
+        self._app.flush()  # what was owed before this connection, whatever the DB says now
+        self._notifier.status(self.health.line())  # `systemctl status` now, not at a tick
+        if self._ready:  # before READY it would delay READY (edge/runtime/warmup.py)
+            asyncio.get_running_loop().call_soon(self._warmup.run)
+
+    def take_puback(self, mid: int) -> None:
+        self._app.on_published(mid)
+        if not self._reap_scheduled:
+            self._reap_scheduled = True
+            asyncio.get_running_loop().call_later(REAP_AFTER_S, self._reap)
+
+    def _reap(self) -> None:
+        self._reap_scheduled = False
+        if self._app.reapable():  # none when a group commit or the heartbeat took them
+            self._door.run("puback", self._app.reap_rows, key="puback")
+
+    async def take_sweep(self) -> bool:
+        """One bounded batch of retention and prune; True when it removed something."""
+        return await self._door.until_done("housekeeping", self._app.sweep)
+
+    def _beat(self) -> None:
+        """The heartbeat (not held: the next one supersedes it)."""
+        beat = self.health.beat()
+        attempt = self._door.attempt("heartbeat", lambda: self._app.heartbeat(beat))
+        self.health.heartbeat_error = "" if attempt.done else attempt.detail()
+
+    # --- loops that produce inputs --------------------------------------------------------------
+    async def _deadlines(self) -> None:
+        app = self._app
+        while True:
+            app.wake.clear()
+            due = app.next_due()
+            if due is not None:
+                delay = (due - app.clock.now()).total_seconds()
+                if delay <= 0:
+                    await self.take_deadline()
+                    continue
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(app.wake.wait(), None if due is None else delay)
+
+    async def _housekeeping(self) -> None:
+        """At start and every `memory.retention_every_s`: bounded batches of the memory sweep
+        and the prune, the loop between, until neither finds anything."""
+        while True:
+            with contextlib.suppress(Exception):  # a failure is counted and logged by the door
+                while await self.take_sweep():
+                    await asyncio.sleep(0)
+            await asyncio.sleep(self._settings.memory.retention_every_s)
+
+    async def _watchdog(self) -> None:
+        """Pings only while this loop turns and the DB answers; also the heartbeat, the
+        status line and the outbox warnings."""
+        interval = self._notifier.watchdog_interval_s
+        tick = min(interval or HEARTBEAT_EVERY_S, HEARTBEAT_EVERY_S)
+        checked = beat = -WARNINGS_EVERY_S
+        clock = self._app.clock
+        while True:
+            started = clock.monotonic()
+            await asyncio.sleep(tick)
+            self.health.loop_lag = max(0.0, clock.monotonic() - started - tick)
+            now = clock.monotonic()
+            try:
+                self._app.ping()
+            except Exception:  # a DB that does not answer means unhealthy: no ping
+                log.exception("watchdog: state DB does not answer")
+                continue
+            if self._intake_stopped():
+                log.error("watchdog: the inbound intake stopped; no ping (systemd restarts)")
+                continue
+            if now - beat >= HEARTBEAT_EVERY_S:
+                beat = now
+                self._beat()  # degraded (not unhealthy) when the DB refuses writes
+            problems = self.health.problems()
+            if now - checked >= WARNINGS_EVERY_S or problems != self.health.published_problems:
+                checked = now
+                self._check_warnings()
+            if interval is not None:
+                self._notifier.watchdog()
+                self._notifier.status(self.health.line())
+
+    def _check_warnings(self) -> None:
+        """Re-publish the retained status when the sync outbox crosses its limits or the
+        service becomes degraded or healthy again."""
+        sync = self._settings.sync
+        warnings = self._app.sync_warnings(
+            warn_pending=sync.warn_pending, warn_age_s=sync.warn_age_s, age_of=seconds_between
+        )
+        problems = self.health.problems()
+        if warnings != self.health.warnings or problems != self.health.published_problems:
+            self.health.warnings, self.health.published_problems = warnings, problems
+            for line in warnings:
+                log.warning("%s", line)
+            self._publish_status()
+
+    def _on_alarm(self, task_ids: list[str]) -> None:
+        """SPEC 4.2: the retained status and STATUS= carry the alarm until an agent confirms."""
+        self.health.alarms = task_ids
+        self._beat()  # `a2a-edge status` shows it now, not a beat later
+        self._publish_status()
+        self._notifier.status(self.health.line())
+
+    def _publish_status(self) -> None:
+        if self.health.broker_up:
+            status = self.health.status("online")
+            self._channel.publish(self._topics.runtime_status, status, retain=True)
+
+    # --- the channel and stops ------------------------------------------------------------------
+    def _on_disconnected(self, reason: str) -> None:
+        if self._stop.is_set():  # our own disconnect at a stop: expected, not a warning
+            log.info("broker disconnected: %s", reason)
+        elif self.health.broker_up or reason != self._last_broker_error:
+            log.warning("broker disconnected: %s", reason)  # once per reason, not per retry
+        self._last_broker_error = reason
+        self.health.broker_up = False
+        self._notifier.status(self.health.line())
+
+    def _intake_stopped(self) -> bool:
+        task = self._intake_task
+        return task is not None and task.done() and not self._stop.is_set()
+
+    def _fatal(self, reason: str, *, logged: bool = False) -> None:
+        """Stop with exit 1 (systemd restarts; the start-up check decides what next) without
+        acknowledging what may not be on disk."""
+        if self._exit_code == 0 and not logged:
+            log.error("stopping: %s", reason)
+        self._exit_code = 1
+        self._intake.stop()
+        self._stop.set()
+
+    def _state_lost(self, reason: str) -> None:
+        """The DB or WAL was removed or replaced (statefiles logged why): the stop (exit 1),
+        the turns already acknowledged answered first (edge/app/turn_inputs.py `answer_lost`)."""
+        self._app.answer_lost(self._channel.publish)
+        self._fatal(reason, logged=True)

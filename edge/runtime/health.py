@@ -1,0 +1,97 @@
+"""The service's health as others see it: the retained `P/runtime/status` body, systemd's
+`STATUS=` line, the heartbeat `a2a-edge status` reads, and what makes the service degraded."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from a2a_common import jsonx
+from a2a_common.clock import iso
+from edge import __version__
+from edge.app.device import DeviceApp
+from edge.runtime.alarm import alarm_body, alarm_line
+from edge.store.door import Door
+
+
+@dataclass
+class Health:
+    app: DeviceApp
+    door: Door
+    started_at: str
+    intake_held: Callable[[], int]
+    intake_stopped: Callable[[], bool]  # the intake task ended while not stopping
+    broker_up: bool = False
+    loop_lag: float = 0.0
+    heartbeat_error: str = ""
+    warnings: list[str] = field(default_factory=list)
+    published_problems: list[str] = field(default_factory=list)
+    alarms: list[str] = field(default_factory=list)  # unconfirmed cancels (edge/runtime/alarm.py)
+
+    def status(self, state: str) -> bytes:
+        body: dict[str, Any] = {
+            "state": state,
+            "version": __version__,
+            "started_at": self.started_at,
+        }
+        if state == "online" and self.warnings:
+            body["warnings"] = self.warnings
+        if state == "online" and self.alarms:
+            body["alarm"] = alarm_body(self.alarms)
+        if state == "online" and self.problems():
+            body["health"] = "degraded"
+            body["problems"] = self.problems()
+        return jsonx.dumps(body).encode("utf-8")
+
+    def line(self) -> str:
+        state = self.app.health()
+        broker = "connected" if self.broker_up else "disconnected"
+        line = (
+            f"broker {broker}; cloud {state['cloud']}; mqtt outbox {state['mqtt_outbox']};"
+            f" sync outbox {state['sync_outbox']}{state['wal_note']}"
+        )
+        problems = self.problems()
+        line = f"degraded: {'; '.join(problems)}; {line}" if problems else line
+        return alarm_line(self.alarms) + line
+
+    def beat(self) -> dict[str, Any]:
+        """What `a2a-edge status` reads to tell the service's health."""
+        state = self.app.health()
+        return {
+            "ts": iso(self.app.clock.now()),
+            "pid": os.getpid(),
+            "broker": "connected" if self.broker_up else "disconnected",
+            "cloud": state["cloud"],
+            "loop_lag_ms": round(self.loop_lag * 1000, 1),
+            "active_workflows": state["active_workflows"],
+            "sync_in_flight": state["sync_in_flight"],  # writes in the request being sent
+            "experience_mode": state["experience_mode"],
+            # SPEC 4.2: a standing cancel alarm degrades the service until an agent confirms
+            "health": "degraded" if self.problems() or self.alarms else "ok",
+            "problems": self.problems(),
+            "alarm": alarm_body(self.alarms) if self.alarms else None,
+            **state["wal"],  # wal_bytes, wal_residue, wal_blocked_s
+        }
+
+    def problems(self) -> list[str]:
+        """What makes the service degraded now (empty: healthy)."""
+        problems = []
+        if self.intake_stopped():
+            problems.append("inbound intake stopped: nothing more is taken in")
+        failed = {k: n for k, n in sorted(self.door.failures.items()) if k != "inbound message"}
+        for kind, count in failed.items():
+            problems.append(f"{count} {kind} inputs failed (see the log)")
+        held = self.intake_held()
+        if held:
+            problems.append(f"state DB refuses writes: {held} inbound messages held")
+        others = [k for k in self.door.held_kinds() if k != "inbound message"]
+        if others:
+            problems.append(f"state DB refuses writes: {', '.join(others)} held")
+        if self.heartbeat_error:
+            problems.append(f"heartbeat not written: {self.heartbeat_error}")
+        stalled = self.app.sync_stalled_since()
+        if stalled is not None:
+            problems.append(f"sync makes no progress since {stalled}")
+        return problems

@@ -1,0 +1,57 @@
+"""The values `/metrics` reads from the running service when scraped: the state DB's counts,
+the replayer's acked writes, the broker and the cloud as the runtime sees them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from prometheus_client.core import Metric
+
+from edge.app.device import DeviceApp
+from edge.host.metrics import Labels, Reader, counter, gauge
+
+
+def state_reader(
+    app: DeviceApp, loop_lag: Callable[[], float], broker_up: Callable[[], bool]
+) -> Reader:
+    def read() -> Iterable[Metric]:
+        workflows: dict[Labels, float] = {
+            (("status", status),): float(n) for status, n in app.tm.store.counts_by_status().items()
+        }
+        if workflows:
+            yield gauge("a2a_workflows", "workflows in the state DB by status", workflows)
+        yield gauge(
+            "a2a_mqtt_outbox_depth",
+            "MQTT messages owed (no PUBACK yet)",
+            {(): app.outbox.pending()},
+        )
+        yield gauge(
+            "a2a_sync_outbox_depth", "sync writes owed to the cloud", {(): app.sync.pending()}
+        )
+        yield gauge(
+            "a2a_dead_letters",
+            "dead letters kept: sync writes the cloud refused for good, inbound messages a"
+            " handler failed on",
+            {
+                (("queue", "sync"),): app.sync.dead_count(),
+                (("queue", "inbound"),): app.dead_letters.count(),
+            },
+        )
+        yield counter(
+            "a2a_sync_acked", "sync writes the cloud acked since start", app.replayer.acked_total
+        )
+        yield gauge(
+            "a2a_loop_lag_seconds", "how late the loop's last timer fired", {(): loop_lag()}
+        )
+        yield gauge(
+            "a2a_broker_connected",
+            "1 while the broker connection is up",
+            {(): 1.0 if broker_up() else 0.0},
+        )
+        yield gauge(
+            "a2a_cloud_reachable",
+            "1 while the cloud is taken as reachable (0: turns are answered offline at once)",
+            {(): 0.0 if app.cloud.unreachable else 1.0},
+        )
+
+    return read

@@ -1,0 +1,98 @@
+"""The app's unit of work: one transaction (a savepoint inside one already open) per input,
+in which TaskManager results are settled, and whose effects wait for the outermost commit."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import partial
+
+from a2a_common.writes import SyncWrite
+from cache import Memory, StepOutcome, observed_candidates
+from edge.store.commits import Commits
+from edge.store.reports import Reports
+from sync import SyncOutbox
+from taskmanager import Result, TaskManager, Workflow
+
+log = logging.getLogger(__name__)
+
+
+class Work:
+    def __init__(
+        self,
+        *,
+        commits: Commits,
+        tm: TaskManager,
+        memory: Memory,
+        sync_outbox: SyncOutbox,
+        reports: Reports,
+    ) -> None:
+        self.commits = commits
+        self.tm = tm
+        self._memory = memory
+        self._sync = sync_outbox
+        self._reports = reports
+        self.wake = asyncio.Event()  # set after every unit's commit: the deadline timer looks
+
+    @contextmanager
+    def unit(self) -> Iterator[Result]:
+        """TaskManager results merged into the yielded `Result` are settled in it (memory
+        observations, the active workflow, reports). Raises `StorageUnavailable` when the DB
+        refused it: nothing of it is on disk, and the board is read again to match."""
+        result = Result()
+        try:
+            with self.commits.atomic():
+                yield result
+                self._settle(result)
+                self.commits.after_commit(partial(self._committed, result))
+        except BaseException:
+            self.tm.reload()
+            raise
+
+    @contextmanager
+    def savepoint(self) -> Iterator[None]:
+        """A transaction (or savepoint) around units of work — a group commit, or one inbound
+        message — that settles nothing itself; on failure the board is read again."""
+        try:
+            with self.commits.atomic():
+                yield
+        except BaseException:
+            self.tm.reload()
+            raise
+
+    def after_commit(self, fn: Callable[[], object]) -> None:
+        self.commits.after_commit(fn)
+
+    def _settle(self, result: Result) -> None:
+        if result.accepted:
+            self._memory.store.set_state("active_workflow_id", result.accepted[-1])
+        for wf in result.finished:
+            self._sync.enqueue(self._observe(wf))
+            if self._memory.state("active_workflow_id") == wf.workflow_id:
+                active = self.tm.active_ids()
+                self._memory.store.set_state("active_workflow_id", active[-1] if active else "")
+        self._reports.settle(result.reports)
+
+    def _observe(self, wf: Workflow) -> list[SyncWrite]:
+        """Personalization from what the robot did (SPEC §5.4), tied to the turn's pair."""
+        if wf.status != "completed" or not wf.pair_id or not wf.session_id:
+            return []
+        outcomes = [
+            StepOutcome(s.capability_id, s.operation_id, s.status, s.args) for s in wf.steps
+        ]
+        return self._memory.observe(
+            observed_candidates(outcomes), pair_id=wf.pair_id, session_id=wf.session_id
+        )
+
+    def _committed(self, result: Result) -> None:
+        self._reports.committed(result.reports)
+        for ignored in result.ignored:
+            log.info("taskmanager ignored an input: %s (%s)", ignored.reason, ignored.detail)
+        self.wake.set()
+
+    def decision(self, workflow_id: str, decision: object) -> None:
+        """The supervisor's answer (`None`: none came)."""
+        with self.unit() as result:
+            result.merge(self.tm.decision(workflow_id, decision))

@@ -1,0 +1,254 @@
+"""Read-only views of the state DB for the CLI (safe while the service runs: WAL readers).
+
+Each package owns its tables: these views read through the owning stores (CacheStore,
+WorkflowStore, SyncOutbox, the MQTT DurableOutbox), never with SQL of their own."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from a2a_common.clock import SystemClock, iso, parse_iso, seconds_between
+from a2a_common.db import Database
+from a2a_common.jsonx import canonical
+from a2a_common.sqlite import open_readonly, schema_version
+from cache import SYNC_REFUSED, CacheStore, Memory, list_pairs, list_sessions, state_of
+from edge.config.settings import Settings
+from edge.host import statelock
+from edge.store.inbox import InboxDeadLetters
+from edge.store.outbound import DurableOutbox
+from edge.store.schema import MIGRATIONS
+from sync import SyncOutbox
+from taskmanager import WorkflowStore
+
+HEARTBEAT_STALE_S = 15.0  # the runtime beats every 5 s
+
+
+@contextmanager
+def readonly_db(settings: Settings) -> Iterator[Database]:
+    db = open_readonly(settings.state_db_path, len(MIGRATIONS))
+    try:
+        yield db
+    finally:
+        db.close()
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:
+        return 0
+
+
+def status(settings: Settings) -> dict[str, Any]:
+    with readonly_db(settings) as db:
+        cache = CacheStore(db=db)
+        counts = cache.counts()
+        position = cache.sync_position()
+        sync_outbox = SyncOutbox(db=db, clock=SystemClock())
+        beat = cache.state("runtime_heartbeat", {})
+        age = None
+        if beat.get("ts"):
+            age = round((SystemClock().now() - parse_iso(beat["ts"])).total_seconds(), 1)
+        db_bytes = sum(
+            p.stat().st_size
+            for p in settings.state_db_path.parent.glob(settings.state_db_path.name + "*")
+        )
+        running, health = _service_state(settings, age, beat)
+        return {
+            "service": "running" if running else "not running",
+            "health": health,
+            "problems": beat.get("problems", []) if running else [],
+            # SPEC 4.2: a cancel whose body was never confirmed stopped (the heartbeat's)
+            "alarm": beat.get("alarm") if running else None,
+            "last_seen": beat.get("ts"),  # the heartbeat's time: what follows is as of then
+            "heartbeat_age_s": age,
+            "broker": beat.get("broker", "unknown"),
+            "cloud": beat.get("cloud", "unknown"),
+            "cloud_tls": settings.cloud.tls_mode,  # from the config this command reads
+            "loop_lag_ms": beat.get("loop_lag_ms"),
+            "active_workflows": WorkflowStore(db=db).active_count(),
+            # SPEC 4.7: the running service's (a SIGHUP may have changed it), else the config's
+            "experience_mode": beat.get("experience_mode", settings.experience.mode)
+            if running
+            else settings.experience.mode,
+            "db_bytes": db_bytes,
+            "wal_bytes": _size(
+                settings.state_db_path.with_name(settings.state_db_path.name + "-wal")
+            ),
+            "wal_residue": bool(beat.get("wal_residue", False)),  # a forget's pages, retried
+            "wal_blocked_s": beat.get("wal_blocked_s"),  # a reader keeps checkpoints from it
+            "device_id": settings.device_id,
+            "state_db": str(settings.state_db_path),
+            "schema_version": schema_version(db),
+            "pairs": counts.pairs,
+            "sessions": counts.sessions,
+            "turns_pending": counts.turns_pending,
+            "mqtt_outbox": DurableOutbox(db=db, clock=SystemClock()).pending(),
+            "sync_outbox": sync_outbox.pending(),
+            "sync_dead_letters": sync_outbox.dead_count(),
+            # the cloud answers without settling anything (a stall), since when, and why
+            "sync_stalled_since": sync_outbox.meta("stalled_since"),
+            "sync_last_error": sync_outbox.meta("last_error"),
+            "inbox_dead_letters": InboxDeadLetters(db=db, clock=SystemClock(), keep=0).count(),
+            "sync": {"cursor": position.cursor, "version": position.version},
+        }
+
+
+def _service_state(settings: Settings, age: float | None, beat: dict[str, Any]) -> tuple[bool, str]:
+    """Running means a `run` holds the state dir's lock (the kernel drops it when the process
+    ends, so a stopped or killed service is never shown as running from a fresh heartbeat);
+    its health is the heartbeat's, `unknown` while that is older than three beats (a service
+    that is starting, or whose loop is stuck)."""
+    holder = statelock.held_by(settings.state_db_path.parent)
+    if holder is None or holder.role != statelock.SERVICE:
+        return False, "-"
+    if age is None or age >= HEARTBEAT_STALE_S:
+        return True, "unknown"
+    return True, str(beat.get("health", "ok"))
+
+
+def pairs(settings: Settings, limit: int, session_id: str | None = None) -> list[dict[str, Any]]:
+    with readonly_db(settings) as db:
+        return list_pairs(db, limit, session_id)
+
+
+def sessions(settings: Settings, limit: int) -> list[dict[str, Any]]:
+    with readonly_db(settings) as db:
+        return list_sessions(db, limit)
+
+
+def inbox_dead(settings: Settings, limit: int = 100) -> list[dict[str, Any]]:
+    """Inbound messages a handler failed on, newest first (SPEC §2.4)."""
+    with readonly_db(settings) as db:
+        return InboxDeadLetters(db=db, clock=SystemClock(), keep=0).listing(limit)
+
+
+def _memory(db: Database, settings: Settings) -> Memory:
+    from edge.config.policies import memory_policy
+
+    return Memory(db=db, clock=SystemClock(), policy=memory_policy(settings))
+
+
+def _why(row: dict[str, Any], memory: Memory) -> str:
+    """Why an item is not what its status alone says (SPEC §5.4), naming the other value."""
+
+    def value_of(item_id: str) -> str:
+        found = [r["value"] for r in memory.profile.items(row["key"]) if r["item_id"] == item_id]
+        return found[0] if found else item_id
+
+    if row["status"] == "confirmed" and row["contested_by"]:
+        return f"contested by {value_of(row['contested_by'])}: left out of the snapshot"
+    if row["status"] != "confirmed" and row["superseded_by"]:
+        return f"superseded by {value_of(row['superseded_by'])} at {row['superseded_at']}"
+    return ""
+
+
+def memory_show(settings: Settings) -> dict[str, Any]:
+    with readonly_db(settings) as db:
+        memory = _memory(db, settings)
+        latest = memory.store.latest_session()
+        items = [
+            {
+                "key": row["key"],
+                "value": json.loads(row["value"]),
+                "status": row["status"],
+                "state": state_of(row["status"], row["contested_by"], row["superseded_by"]),
+                "why": _why(row, memory),
+                "category": row["category"],
+                "confidence": row["confidence"],
+                "relevance_score": row["relevance_score"],
+                "sensitive": bool(row["sensitive"]),
+                "expire_at": row["expire_at"],
+                "origin": row["origin"],
+                "mentions": len(memory.profile.evidence(row["item_id"])),
+                "sources": {
+                    name: json.loads(row[f"source_{name}_ids"])
+                    for name in ("candidate", "summary", "session", "pair")
+                },
+            }
+            for row in memory.profile.items()
+        ]
+        by_status: dict[str, int] = {}
+        for item in items:
+            by_status[item["status"]] = by_status.get(item["status"], 0) + 1
+        counts = memory.store.counts()
+        return {
+            "tiers": {
+                "pairs": counts.pairs,
+                "pairs_unsynced": counts.pairs_unsynced,
+                "sessions": counts.sessions,
+                "daily_summaries": counts.daily_summaries,
+                "weekly_digests": counts.weekly_digests,
+                "profile_items": by_status,
+            },
+            "current_session": latest.session_id if latest else None,
+            "device_state": {
+                key: memory.state(key)
+                for key in ("last_route", "active_workflow_id", "device_context")
+            },
+            "sync": {
+                "cursor": memory.sync_position().cursor,
+                "version": memory.sync_position().version,
+            },
+            "profile_items": items,
+        }
+
+
+def memory_snapshot(settings: Settings, utterance: str | None = None) -> tuple[dict[str, Any], int]:
+    """The snapshot the next turn would send (without its own session id) and its byte size;
+    with `utterance`, the one a turn with those words would send (the retained device context)."""
+    with readonly_db(settings) as db:
+        memory = _memory(db, settings)
+        session = memory.session_for(None, memory.now())
+        context = memory.state("device_context", {}) if utterance is not None else None
+        context = context if isinstance(context, dict) else {}
+        snapshot = memory.snapshot(session, utterance, context)
+        return snapshot, len(canonical(snapshot))
+
+
+def workflows_list(settings: Settings, limit: int = 50) -> list[dict[str, Any]]:
+    with readonly_db(settings) as db:
+        return WorkflowStore(db=db).listing(limit)
+
+
+def workflow_trace(settings: Settings, workflow_id: str) -> dict[str, Any] | None:
+    with readonly_db(settings) as db:
+        store = WorkflowStore(db=db)
+        doc = store.get(workflow_id)
+        if doc is None:
+            return None
+        return {"workflow": doc, "timeline": store.timeline(workflow_id)}
+
+
+def sync_status(settings: Settings) -> dict[str, Any]:
+    with readonly_db(settings) as db:
+        outbox = SyncOutbox(db=db, clock=SystemClock())
+        cache = CacheStore(db=db)
+        position = cache.sync_position()
+        sync = settings.sync
+        stalled = outbox.meta("stalled_since")
+        stall = [f"sync makes no progress since {stalled}"] if stalled else []
+        return {
+            "pending": outbox.pending(),
+            # as of the last heartbeat (a running service's; kept in memory, never in a row)
+            "in_flight": int(cache.state("runtime_heartbeat", {}).get("sync_in_flight") or 0),
+            "dead_letters": outbox.dead_count(),
+            "oldest_pending": outbox.oldest_created(),
+            "cursor": position.cursor,
+            "version": position.version,
+            "last_success": outbox.meta("last_success"),
+            "last_error": outbox.meta("last_error"),
+            "stalled_since": stalled,
+            "last_sync_refusal": cache.state(SYNC_REFUSED),  # an offered version not adopted
+            "warnings": stall
+            + outbox.warnings(
+                iso(SystemClock().now()),
+                warn_pending=sync.warn_pending,
+                warn_age_s=sync.warn_age_s,
+                age_of=seconds_between,
+            ),
+        }
