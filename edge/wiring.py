@@ -118,7 +118,7 @@ def build_app(
     replayer = _replayer(settings, db, clock, commits, memory, sync_outbox, cloud, backoff_s)
     dedupe = InboxDedupe(db=db, clock=clock)
     metrics = Metrics()
-    door = Door(unit=work.savepoint)
+    door = Door(unit=work.open)
     turns = TurnInputs(
         door=door,
         settings=settings,

@@ -213,6 +213,26 @@ class DeviceApp:
             "schema_version": schema_version(self.memory.db),
         }
 
+    def gauges(self) -> dict[str, Any]:
+        """What `/metrics` reads when it is scraped."""
+        return {
+            "workflows": self.tm.store.counts_by_status(),
+            "mqtt_outbox": self.outbox.pending(),
+            "sync_outbox": self.sync.pending(),
+            "sync_dead": self.sync.dead_count(),
+            "inbound_dead": self.dead_letters.count(),
+            "sync_acked": self.replayer.acked_total,
+            "cloud_reachable": not self.cloud.unreachable,
+        }
+
+    def load(self) -> None:
+        """The board from the DB, without the recovery's sends (the CLI while no service runs)."""
+        self.tm.reload()
+
+    async def drain_sync(self, progress: Callable[[int, int], None] | None) -> int:
+        """Replay what the sync outbox holds now (the CLI while no service runs)."""
+        return await self.replayer.drain(attempts=3, progress=progress)
+
     def sync_stalled_since(self) -> str | None:
         return self.replayer.stalled_since
 

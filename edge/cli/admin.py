@@ -56,7 +56,7 @@ def _run_locked(
 
     async def go() -> dict[str, Any]:
         try:
-            app.tm.reload()  # the service does this in `recover`
+            app.load()  # the service does this in `recover`
             answer = app.admin(command, args)
             if command == "sync.replay" and answer.get("ok"):
                 answer = await _replay(app, answer["result"]["requeued"], progress)
@@ -71,14 +71,14 @@ async def _replay(
     app: DeviceApp, requeued: int, progress: Callable[[int, int], None] | None
 ) -> dict[str, Any]:
     try:
-        sent = await app.replayer.drain(attempts=3, progress=progress)
+        sent = await app.drain_sync(progress)
         error = None
     except CloudUnavailable as exc:
         sent, error = 0, str(exc)
     result = {
         "sent": sent,
-        "pending": app.sync.pending(),
+        "pending": app.gauges()["sync_outbox"],
         "requeued": requeued,
-        "dead": app.sync.dead_count(),
+        "dead": app.gauges()["sync_dead"],
     }
     return {"ok": error is None, "result": result, **({"error": error} if error else {})}

@@ -38,6 +38,7 @@ class Intake:
         max_payload_bytes: int,
     ) -> None:
         self._app = app
+        self._metrics = app.metrics
         self._door = door
         self._channel = channel
         self._router = router
@@ -85,7 +86,7 @@ class Intake:
                 else:
                     self.take([msg], alone=True)
         elif group.outcome is Outcome.DONE:
-            self._app.metrics.observe(
+            self._metrics.observe(
                 "a2a_inbound_batch_messages", "inbound messages per group commit", len(taken)
             )
         if self._held and not self._waiting and self.accepting:

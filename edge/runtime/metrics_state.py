@@ -15,30 +15,31 @@ def state_reader(
     app: DeviceApp, loop_lag: Callable[[], float], broker_up: Callable[[], bool]
 ) -> Reader:
     def read() -> Iterable[Metric]:
+        now = app.gauges()
         workflows: dict[Labels, float] = {
-            (("status", status),): float(n) for status, n in app.tm.store.counts_by_status().items()
+            (("status", status),): float(n) for status, n in now["workflows"].items()
         }
         if workflows:
             yield gauge("a2a_workflows", "workflows in the state DB by status", workflows)
         yield gauge(
             "a2a_mqtt_outbox_depth",
             "MQTT messages owed (no PUBACK yet)",
-            {(): app.outbox.pending()},
+            {(): now["mqtt_outbox"]},
         )
         yield gauge(
-            "a2a_sync_outbox_depth", "sync writes owed to the cloud", {(): app.sync.pending()}
+            "a2a_sync_outbox_depth", "sync writes owed to the cloud", {(): now["sync_outbox"]}
         )
         yield gauge(
             "a2a_dead_letters",
             "dead letters kept: sync writes the cloud refused for good, inbound messages a"
             " handler failed on",
             {
-                (("queue", "sync"),): app.sync.dead_count(),
-                (("queue", "inbound"),): app.dead_letters.count(),
+                (("queue", "sync"),): now["sync_dead"],
+                (("queue", "inbound"),): now["inbound_dead"],
             },
         )
         yield counter(
-            "a2a_sync_acked", "sync writes the cloud acked since start", app.replayer.acked_total
+            "a2a_sync_acked", "sync writes the cloud acked since start", now["sync_acked"]
         )
         yield gauge(
             "a2a_loop_lag_seconds", "how late the loop's last timer fired", {(): loop_lag()}
@@ -51,7 +52,7 @@ def state_reader(
         yield gauge(
             "a2a_cloud_reachable",
             "1 while the cloud is taken as reachable (0: turns are answered offline at once)",
-            {(): 0.0 if app.cloud.unreachable else 1.0},
+            {(): 1.0 if now["cloud_reachable"] else 0.0},
         )
 
     return read

@@ -1,5 +1,6 @@
-"""The app's unit of work: one transaction (a savepoint inside one already open) per input,
-in which TaskManager results are settled, and whose effects wait for the outermost commit."""
+"""The unit of work: one transaction (a savepoint inside one already open) per input, opened
+by the executor's door; the app's code joins it. TaskManager results are settled in it, and
+its effects wait for the outermost commit."""
 
 from __future__ import annotations
 
@@ -35,13 +36,17 @@ class Work:
         self._sync = sync_outbox
         self._reports = reports
         self.wake = asyncio.Event()  # set after every unit's commit: the deadline timer looks
+        self._open: list[Result] = []  # the executor's units open now, innermost last
 
     @contextmanager
-    def unit(self) -> Iterator[Result]:
-        """TaskManager results merged into the yielded `Result` are settled in it (memory
-        observations, the active workflow, reports). Raises `StorageUnavailable` when the DB
-        refused it: nothing of it is on disk, and the board is read again to match."""
+    def open(self) -> Iterator[Result]:
+        """The executor's unit of work (edge/store/door.py): a transaction, or a savepoint
+        inside the one open (a message in a group commit). TaskManager results merged into the
+        yielded `Result` are settled in it (memory observations, the active workflow, reports).
+        Raises `StorageUnavailable` when the DB refused it: nothing of it is on disk, and the
+        board is read again to match."""
         result = Result()
+        self._open.append(result)
         try:
             with self.commits.atomic():
                 yield result
@@ -50,17 +55,19 @@ class Work:
         except BaseException:
             self.tm.reload()
             raise
+        finally:
+            self._open.pop()
 
     @contextmanager
-    def savepoint(self) -> Iterator[None]:
-        """A transaction (or savepoint) around units of work — a group commit, or one inbound
-        message — that settles nothing itself; on failure the board is read again."""
-        try:
-            with self.commits.atomic():
-                yield
-        except BaseException:
-            self.tm.reload()
-            raise
+    def unit(self) -> Iterator[Result]:
+        """The app's unit: the one the executor opened for this input, joined (app methods
+        never open their own); without an executor (the CLI while no service runs, the
+        recovery at start) one of its own."""
+        if self._open:
+            yield self._open[-1]
+            return
+        with self.open() as result:
+            yield result
 
     def after_commit(self, fn: Callable[[], object]) -> None:
         self.commits.after_commit(fn)

@@ -274,3 +274,18 @@ def test_a_batch_that_fails_outside_its_handlers_is_taken_again_one_by_one(
     assert sorted(stage.app.tm.active_ids()) == ["wf-b1", "wf-b2", "wf-b3"]  # applied once
     assert stage.door.failures["inbound batch"] == 1
     monkeypatch.setattr(stage.app, "reap_rows", reap)
+
+
+def test_the_app_runs_inside_the_unit_the_door_opened(stage: Stage) -> None:
+    """App methods join the executor's unit: one transaction per input, settled once."""
+    seen: list[object] = []
+
+    def twice() -> None:
+        for _ in range(2):
+            with stage.app.unit() as result:
+                seen.append(result)
+
+    assert stage.door.attempt("test", twice).done
+    assert len(seen) == 2 and seen[0] is seen[1]
+    with stage.app.unit() as alone:  # without the executor (the CLI): a unit of its own
+        assert alone is not seen[0]
