@@ -183,3 +183,9 @@ def workflow_from_json(data: dict[str, Any]) -> Workflow:
     ]
     body = _load_times({k: v for k, v in data.items() if k in wf_names and k != "steps"})
     return Workflow(steps=steps, **body)
+
+
+def split_task_id(task_id: str) -> tuple[str, str]:
+    """(workflow_id, step_id) of a task id `<workflow_id>:<step_id>` (`Step.task_id`)."""
+    workflow_id, _, step_id = task_id.rpartition(":")
+    return workflow_id, step_id
