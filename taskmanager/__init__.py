@@ -41,15 +41,15 @@ if TYPE_CHECKING:
         Workflow as Workflow,
     )
     from taskmanager.service import (
-        Message as Message,
-    )
-    from taskmanager.service import (
-        Result as Result,
-    )
-    from taskmanager.service import (
         TaskManager as TaskManager,
     )
-    from taskmanager.service import (
+    from taskmanager.shell_io import (
+        Message as Message,
+    )
+    from taskmanager.shell_io import (
+        Result as Result,
+    )
+    from taskmanager.shell_io import (
         TurnRef as TurnRef,
     )
     from taskmanager.store import WorkflowStore as WorkflowStore
@@ -85,12 +85,12 @@ _FACE: dict[str, tuple[str, str]] = {
     "Command": ("taskmanager.events", "Command"),
     "EffectsError": ("taskmanager.errors", "EffectsError"),
     "MIGRATIONS": ("taskmanager.migrations", "MIGRATIONS"),
-    "Message": ("taskmanager.service", "Message"),
+    "Message": ("taskmanager.shell_io", "Message"),
     "Observe": ("taskmanager.events", "Observe"),
     "Report": ("taskmanager.events", "Report"),
-    "Result": ("taskmanager.service", "Result"),
+    "Result": ("taskmanager.shell_io", "Result"),
     "TaskManager": ("taskmanager.service", "TaskManager"),
-    "TurnRef": ("taskmanager.service", "TurnRef"),
+    "TurnRef": ("taskmanager.shell_io", "TurnRef"),
     "Workflow": ("taskmanager.model", "Workflow"),
     "WorkflowStore": ("taskmanager.store", "WorkflowStore"),
     "load_catalog": ("taskmanager.catalog", "load_catalog"),

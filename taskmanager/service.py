@@ -13,11 +13,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
-from a2a_common.clock import Clock, iso
+from a2a_common.clock import Clock
 from a2a_common.db import Database
 from taskmanager.board import Board, next_deadline
 from taskmanager.catalog import Catalog
@@ -46,47 +46,14 @@ from taskmanager.events import (
 from taskmanager.evidence import ReasonWarnings, screen_evidence, screen_reason
 from taskmanager.model import Workflow, workflow_from_json
 from taskmanager.redact import without_words
+from taskmanager.shell_io import Message as Message  # importable from here, as it was
+from taskmanager.shell_io import Publisher, Result, TurnRef, rejected_event
 from taskmanager.store import WorkflowStore
 from taskmanager.validate import Rejected, validate_replan, validate_task, validate_workflow
 from taskmanager.watch import CancelWatches
 from taskmanager.watch import Outcome as WatchOutcome
 
 log = logging.getLogger(__name__)
-
-
-Message = Command | CancelTask | Emit
-
-
-class Publisher(Protocol):
-    def publish(self, message: Message) -> None:
-        """Queue the message inside the caller's transaction (sent after the commit)."""
-
-
-@dataclass(frozen=True)
-class TurnRef:
-    turn_id: str
-    pair_id: str
-    session_id: str
-    text: str = ""  # the utterance: kept out of the trace's copy of the request, never stored
-
-
-@dataclass
-class Result:
-    accepted: list[str] = field(default_factory=list)
-    rejected: list[tuple[str | None, str]] = field(default_factory=list)
-    ignored: list[Ignored] = field(default_factory=list)
-    reports: list[Report] = field(default_factory=list)
-    finished: list[Workflow] = field(default_factory=list)
-    commands: int = 0  # task commands queued
-
-    def merge(self, other: Result) -> Result:
-        self.accepted += other.accepted
-        self.rejected += other.rejected
-        self.ignored += other.ignored
-        self.reports += other.reports
-        self.finished += other.finished
-        self.commands += other.commands
-        return self
 
 
 def _default_effects(catalog: Catalog) -> EffectCatalog:
@@ -216,21 +183,7 @@ class TaskManager:
                     self.store.save_rejected(
                         wf_id, checked.reason, kept, source, turn.turn_id if turn else None, now
                     )
-                    self._out.publish(
-                        Emit(
-                            {
-                                "workflow_id": wf_id,
-                                "step_id": None,
-                                "task_id": None,
-                                "status": "WORKFLOW_REJECTED",
-                                "workflow_status": "rejected",
-                                "reason": checked.reason,
-                                "progress": None,
-                                "etag": 1,
-                                "ts": iso(now),
-                            }
-                        )
-                    )
+                    self._out.publish(rejected_event(wf_id, checked.reason, now))
                     self.store.trace(
                         wf_id, now, 1, "rejected", {"reason": checked.reason, "request": kept}
                     )
