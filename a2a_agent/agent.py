@@ -33,6 +33,7 @@ from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
+from a2a_agent.session import Subscriptions
 from a2a_agent.task import Refusal, Task
 
 log = logging.getLogger("a2a_agent")
@@ -107,12 +108,7 @@ class DeviceAgent:
         self._routes: dict[tuple[str, str], _Route] = {}
         self._tasks: OrderedDict[str, Task] = OrderedDict()
         self._events: queue.SimpleQueue[tuple[Any, ...] | None] = queue.SimpleQueue()
-        self._sub_lock = threading.Lock()  # the next three: paho's thread and handle()
-        self._session: set[str] = set()  # topics the broker's session is known to hold
-        self._pending: dict[int, list[str]] = {}  # SUBSCRIBE mid -> its topics
-        self._ready = threading.Event()
-        self._refused: str | None = None  # why the broker refused the connect or a SUBSCRIBE
-        self._connected = False
+        self._subs = Subscriptions(self.root)  # paho's thread and handle()
         self._pool = ThreadPoolExecutor(workers, thread_name_prefix="a2a-agent")
         # cancel and refusal hooks never queue behind handlers that block: a stop must not
         # wait for the very work it stops (every worker busy with a long task)
@@ -146,8 +142,8 @@ class DeviceAgent:
         client.on_socket_open = _no_delay
         put = self._events.put
         client.on_connect = lambda _c, _u, flags, rc, _p: self._on_connect(flags, rc)
-        client.on_subscribe = lambda _c, _u, mid, codes, _p: self._on_suback(mid, codes)
-        client.on_disconnect = lambda _c, _u, _f, _rc, _p: self._on_disconnect()
+        client.on_subscribe = lambda _c, _u, mid, codes, _p: self._subs.on_suback(mid, codes)
+        client.on_disconnect = lambda _c, _u, _f, _rc, _p: self._subs.on_disconnect()
         client.on_message = lambda _c, _u, m: put(("message", m.topic, m.payload, time.monotonic()))
         self._v5 = v5
         return client
@@ -176,7 +172,7 @@ class DeviceAgent:
         route = _Route(handler, on_cancel, keys, inline)
         with self._lock:
             self._routes[(capability_id, operation_id)] = route
-        if self._connected:
+        if self._subs.connected:
             self._subscribe()
 
     def start(self, timeout_s: float = 10.0) -> DeviceAgent:
@@ -196,8 +192,8 @@ class DeviceAgent:
                 properties=props,
             )
             self._client.loop_start()
-        if not self._ready.wait(timeout_s) or self._refused:
-            why = self._refused or f"not connected and subscribed within {timeout_s}s"
+        if not self._subs.ready.wait(timeout_s) or self._subs.refused:
+            why = self._subs.refused or f"not connected and subscribed within {timeout_s}s"
             raise ConnectionError(f"device agent {self.root}: {why}")
         return self
 
@@ -205,7 +201,7 @@ class DeviceAgent:
         """Until connected with every subscription acknowledged (again after a reconnect
         that lost the session); False when that did not happen within `timeout_s` or the
         broker refused."""
-        return self._ready.wait(timeout_s) and self._refused is None
+        return self._subs.ready.wait(timeout_s) and self._subs.refused is None
 
     def __enter__(self) -> DeviceAgent:
         return self.start()
@@ -226,7 +222,7 @@ class DeviceAgent:
 
     @property
     def connected(self) -> bool:
-        return self._connected
+        return self._subs.connected
 
     def task(self, task_id: str) -> Task | None:
         with self._lock:
@@ -259,26 +255,11 @@ class DeviceAgent:
         elif event[0] == "connected":
             self._call(self._hooks[2], event[1])
 
-    # --- the session's subscriptions (paho's thread) ------------------------------------------
+    # --- the session's subscriptions (paho's thread; a2a_agent.session) ----------------------
     def _on_connect(self, flags: Any, reason: Any) -> None:
-        if reason.is_failure:
-            self._refused = f"broker refused the connection: {reason}"
-            self._ready.set()
-            log.error("device agent %s: %s", self.root, self._refused)
-            return
-        with self._sub_lock:
-            self._connected = True
-            self._refused = None  # accepted now: an earlier refusal is over
-            if not flags.session_present:  # a new or lost session: no subscriptions
-                self._session.clear()
-        self._subscribe()
-        self._events.put(("connected", bool(flags.session_present)))
-
-    def _on_disconnect(self) -> None:
-        with self._sub_lock:
-            self._connected = False
-            self._ready.clear()
-            self._pending.clear()  # SUBACKs of a lost connection never come
+        if self._subs.on_connect(flags, reason):
+            self._subscribe()
+            self._events.put(("connected", bool(flags.session_present)))
 
     def _wanted(self) -> list[str]:
         with self._lock:
@@ -288,35 +269,7 @@ class DeviceAgent:
         return [*topics, f"{self.root}/runtime/error"]
 
     def _subscribe(self) -> None:
-        wanted = self._wanted()
-        with self._sub_lock:
-            asked = {topic for topics in self._pending.values() for topic in topics}
-            missing = [t for t in wanted if t not in self._session and t not in asked]
-            if missing:
-                self._ready.clear()
-                _rc, mid = self._client.subscribe([(topic, 1) for topic in missing])
-                if mid is not None:  # None: not connected; the next connect asks again
-                    self._pending[mid] = missing
-            elif not self._pending:
-                self._ready.set()
-
-    def _on_suback(self, mid: int, codes: list[Any]) -> None:
-        with self._sub_lock:
-            self._take_suback(mid, codes)
-
-    def _take_suback(self, mid: int, codes: list[Any]) -> None:
-        topics = self._pending.pop(mid, [])
-        for topic, code in zip(topics, codes, strict=False):
-            if not code.is_failure:
-                self._session.add(topic)
-            elif topic.endswith("/runtime/error"):  # the agent works without; it is told less
-                log.warning("device agent: %s denied (%s): refusals go unseen", topic, code)
-                self._session.add(topic)  # not asked again on every reconnect
-            else:
-                self._refused = f"broker refused the subscription to {topic}: {code}"
-                log.error("device agent %s: %s", self.root, self._refused)
-        if not self._pending:
-            self._ready.set()
+        self._subs.subscribe(self._client, self._wanted())
 
     def _take_message(self, topic: str, payload: bytes, received_at: float) -> None:
         try:

@@ -255,12 +255,13 @@ def test_a_denied_runtime_error_subscription_costs_refusals_not_the_start() -> N
     agent = DeviceAgent(ROOT, client_id="suback", port=1)
     granted = ReasonCode(PacketTypes.SUBACK, "Granted QoS 1")
     denied = ReasonCode(PacketTypes.SUBACK, "Not authorized")
-    agent._pending = {1: [f"{ROOT}/task/command/speaker", f"{ROOT}/runtime/error"]}
-    agent._take_suback(1, [granted, denied])
-    assert agent._refused is None and agent._ready.is_set()
-    agent._pending = {2: [f"{ROOT}/task/command/mobility"]}
-    agent._take_suback(2, [denied])
-    assert agent._refused is not None and "task/command/mobility" in agent._refused
+    subs = agent._subs  # the session's subscriptions (a2a_agent.session)
+    subs._pending = {1: [f"{ROOT}/task/command/speaker", f"{ROOT}/runtime/error"]}
+    subs.on_suback(1, [granted, denied])
+    assert subs.refused is None and subs.ready.is_set()
+    subs._pending = {2: [f"{ROOT}/task/command/mobility"]}
+    subs.on_suback(2, [denied])
+    assert subs.refused is not None and "task/command/mobility" in subs.refused
     agent.close()
 
 
