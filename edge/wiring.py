@@ -110,10 +110,12 @@ def build_app(
     )
     cloud = cloud_client(settings, secrets, transport)
     sync_outbox = SyncOutbox(db=db, clock=clock)
-    publisher = TaskPublisher(topics=topics, outbox=outbox)
-    tm = _task_manager(settings, db, clock, publisher, register)
     reports = _reports(settings, cloud, clock, OwedReports(db=db, sync_outbox=sync_outbox), live)
-    work = Work(commits=commits, tm=tm, memory=memory, sync_outbox=sync_outbox, reports=reports)
+    publisher = TaskPublisher(
+        topics=topics, outbox=outbox, reports=reports, after_commit=commits.after_commit
+    )
+    tm = _task_manager(settings, db, clock, publisher, register)
+    work = Work(commits=commits, tm=tm, memory=memory, sync_outbox=sync_outbox)
     backoff_s = settings.sync.max_backoff_s if max_backoff_s is None else max_backoff_s
     replayer = _replayer(settings, db, clock, commits, memory, sync_outbox, cloud, backoff_s)
     dedupe = InboxDedupe(db=db, clock=clock)

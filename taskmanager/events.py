@@ -117,7 +117,7 @@ class Trace:
 
 @dataclass(frozen=True)
 class Ignored:
-    reason: str  # unknown_task | late | duplicate | not_dispatched | unknown_workflow
+    reason: str  # unknown_task | late | duplicate | not_dispatched | unknown_workflow | ended
     detail: str
 
 

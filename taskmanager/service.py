@@ -151,7 +151,7 @@ class TaskManager:
                         effect.detail,
                     )
                 elif isinstance(effect, Report):
-                    result.reports.append(effect)
+                    self._out.publish(effect)  # every effect leaves by the one road
                 else:
                     result.ignored.append(effect)
         self.board = outcome.board
@@ -316,9 +316,9 @@ class TaskManager:
         for workflow_id, kind, detail in out.traces:
             wf = self._workflow(workflow_id)
             self.store.trace(workflow_id, now, wf.etag if wf else None, kind, detail)
-        return Result(
-            reports=out.reports, commands=sum(isinstance(m, Command) for m in out.messages)
-        )
+        for report in out.reports:
+            self._out.publish(report)
+        return Result(commands=sum(isinstance(m, Command) for m in out.messages))
 
     def verdict(self, task_id: str, seq: int, status: str = "") -> str:
         """What a callback is before it is applied: `apply` (its task runs, or a cancelled
@@ -355,7 +355,17 @@ class TaskManager:
         return counts
 
     def cancel(self, workflow_id: str | None, reason: str) -> Result:
-        return self._apply(Cancel(workflow_id, reason))
+        """Cancel one active workflow (or every one: `None`). Nothing active of that id is
+        `ignored`: `ended` when it was accepted here once, else `unknown_workflow`."""
+        result = self._apply(Cancel(workflow_id, reason))
+        if workflow_id is not None and self.store.accepted(workflow_id):
+            result.ignored = [
+                Ignored("ended", f"{workflow_id} has ended")
+                if i.reason == "unknown_workflow"
+                else i
+                for i in result.ignored
+            ]
+        return result
 
     def needing(self, capability_id: str) -> list[str]:
         """Active workflows with a step not yet ended whose operation needs a consent grant for

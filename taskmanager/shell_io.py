@@ -13,12 +13,13 @@ from a2a_common.clock import iso
 from taskmanager.events import CancelTask, Command, Emit, Ignored, Report
 from taskmanager.model import Workflow
 
-Message = Command | CancelTask | Emit
+Message = Command | CancelTask | Emit | Report  # every effect that leaves the TaskManager
 
 
 class Publisher(Protocol):
     def publish(self, message: Message) -> None:
-        """Queue the message inside the caller's transaction (sent after the commit)."""
+        """Queue the message inside the caller's transaction (sent after the commit): commands,
+        cancels and events to the device's wire, reports to the cloud."""
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,6 @@ class Result:
     accepted: list[str] = field(default_factory=list)
     rejected: list[tuple[str | None, str]] = field(default_factory=list)
     ignored: list[Ignored] = field(default_factory=list)
-    reports: list[Report] = field(default_factory=list)
     finished: list[Workflow] = field(default_factory=list)
     commands: int = 0  # task commands queued
 
@@ -42,7 +42,6 @@ class Result:
         self.accepted += other.accepted
         self.rejected += other.rejected
         self.ignored += other.ignored
-        self.reports += other.reports
         self.finished += other.finished
         self.commands += other.commands
         return self

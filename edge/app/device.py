@@ -341,9 +341,8 @@ class DeviceApp:
             self.dedupe.mark(key, arrival.topic)
             result.merge(self.tm.cancel(msg.workflow_id, "pui"))
             ended = [wf.workflow_id for wf in result.finished]
-            status = "cancelled" if ended else "nothing_active"
-            if not ended and msg.workflow_id and not self.tm.store.accepted(msg.workflow_id):
-                status = "unknown_workflow"
+            unknown = any(i.reason == "unknown_workflow" for i in result.ignored)
+            status = "cancelled" if ended else "unknown_workflow" if unknown else "nothing_active"
             answer = {"event_id": msg.event_id, "status": status, "workflow_ids": ended}
             self.outbox.enqueue(self.topics.pui_result, answer)
             self.dedupe.answered(key, answer)

@@ -1,22 +1,40 @@
-"""The TaskManager's messages onto this device's topics, through the durable MQTT outbox."""
+"""The one road every TaskManager effect leaves by: commands, cancels and events onto this
+device's topics through the durable MQTT outbox, reports to the cloud's report worker."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from edge.channel.topics import Topics
 from edge.store.outbound import DurableOutbox
-from taskmanager import CancelTask, Command, Message
+from edge.store.reports import Reports
+from taskmanager import CancelTask, Command, Message, Report
 
 
 class TaskPublisher:
-    def __init__(self, *, topics: Topics, outbox: DurableOutbox) -> None:
+    def __init__(
+        self,
+        *,
+        topics: Topics,
+        outbox: DurableOutbox,
+        reports: Reports,
+        after_commit: Callable[[Callable[[], object]], None],
+    ) -> None:
         self._topics = topics
         self._outbox = outbox
+        self._reports = reports
+        self._after_commit = after_commit
         outbox.expire_under(topics.task_command(""))  # commands expire (SPEC 4.2)
 
     def publish(self, message: Message) -> None:
-        """Inside the caller's transaction, like every outbox write."""
+        """Inside the caller's transaction, like every outbox write; a report is owed to the
+        cloud from this transaction and queued for it after the commit."""
+        if isinstance(message, Report):
+            self._reports.settle([message])
+            self._after_commit(partial(self._reports.committed, [message]))
+            return
         if isinstance(message, Command):
             topic = self._topics.task_command(message.capability_id)
         elif isinstance(message, CancelTask):

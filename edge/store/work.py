@@ -13,7 +13,6 @@ from functools import partial
 from a2a_common.writes import SyncWrite
 from cache import Memory, StepOutcome, observed_candidates
 from edge.store.commits import Commits
-from edge.store.reports import Reports
 from sync import SyncOutbox
 from taskmanager import Result, TaskManager, Workflow
 
@@ -28,13 +27,11 @@ class Work:
         tm: TaskManager,
         memory: Memory,
         sync_outbox: SyncOutbox,
-        reports: Reports,
     ) -> None:
         self.commits = commits
         self.tm = tm
         self._memory = memory
         self._sync = sync_outbox
-        self._reports = reports
         self.wake = asyncio.Event()  # set after every unit's commit: the deadline timer looks
         self._open: list[Result] = []  # the executor's units open now, innermost last
 
@@ -42,7 +39,8 @@ class Work:
     def open(self) -> Iterator[Result]:
         """The executor's unit of work (edge/store/door.py): a transaction, or a savepoint
         inside the one open (a message in a group commit). TaskManager results merged into the
-        yielded `Result` are settled in it (memory observations, the active workflow, reports).
+        yielded `Result` are settled in it (memory observations, the active workflow; reports
+        are owed as the TaskManager publishes them).
         Raises `StorageUnavailable` when the DB refused it: nothing of it is on disk, and the
         board is read again to match."""
         result = Result()
@@ -80,7 +78,6 @@ class Work:
             if self._memory.state("active_workflow_id") == wf.workflow_id:
                 active = self.tm.active_ids()
                 self._memory.store.set_state("active_workflow_id", active[-1] if active else "")
-        self._reports.settle(result.reports)
 
     def _observe(self, wf: Workflow) -> list[SyncWrite]:
         """Personalization from what the robot did (SPEC §5.4), tied to the turn's pair."""
@@ -94,7 +91,6 @@ class Work:
         )
 
     def _committed(self, result: Result) -> None:
-        self._reports.committed(result.reports)
         for ignored in result.ignored:
             log.info("taskmanager ignored an input: %s (%s)", ignored.reason, ignored.detail)
         self.wake.set()

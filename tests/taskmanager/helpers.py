@@ -115,3 +115,29 @@ class Run:
             if wf.workflow_id == workflow_id:
                 return wf.status
         return self.board.workflows[workflow_id].status
+
+
+class ReportSink:
+    """Stands in for the report worker: keeps what the TaskManager reported."""
+
+    def __init__(self) -> None:
+        self.reports: list[Report] = []
+
+    def settle(self, reports: list[Report]) -> None:
+        self.reports += reports
+
+    def committed(self, _reports: list[Report]) -> None:
+        pass
+
+
+def task_publisher(outbox: Any, sink: ReportSink | None = None) -> Any:
+    """The edge's publisher onto `a2a/robot-t`, its reports kept by `sink`."""
+    from edge.app.publisher import TaskPublisher
+    from edge.channel.topics import Topics
+
+    return TaskPublisher(
+        topics=Topics("a2a", "robot-t"),
+        outbox=outbox,
+        reports=sink or ReportSink(),  # type: ignore[arg-type]
+        after_commit=lambda fn: fn(),
+    )

@@ -252,14 +252,16 @@ def test_an_active_experience_survives_a_restart(tmp_path: Path) -> None:
     """What activation bound is in the workflow's doc: a restarted TaskManager still checks."""
     from a2a_common.clock import ManualClock
     from taskmanager.events import Callback
+    from tests.taskmanager.helpers import ReportSink
     from tests.taskmanager.test_service import manager
 
     clock = ManualClock(T0)
     tm, _ = manager(tmp_path / "s.db", clock)
     raw = {"workflow_id": "wf-1", "plan_id": "wellness_reset", "steps": STEPS, "experience": GOOD}
     assert tm.submit(raw, source="planner").accepted == ["wf-1"]
-    again, _ = manager(tmp_path / "s.db", clock)  # a new process over the same file
+    sink = ReportSink()
+    again, _ = manager(tmp_path / "s.db", clock, sink)  # a new process over the same file
     wf = again.board.workflows["wf-1"]
     assert wf.experience_state == "active" and wf.subscriptions[0]["kind"] == "noise"
-    result = again.callback(Callback("wf-1:step_quiet", 1, "COMPLETED", evidence={}))
-    assert [r.body["event"]["reason"] for r in result.reports] == ["evidence_missing"]
+    again.callback(Callback("wf-1:step_quiet", 1, "COMPLETED", evidence={}))
+    assert [r.body["event"]["reason"] for r in sink.reports] == ["evidence_missing"]

@@ -9,23 +9,23 @@ import pytest
 
 from a2a_common.clock import ManualClock
 from a2a_common.sqlite import open_state_db
-from edge.app.publisher import TaskPublisher
-from edge.channel.topics import Topics
 from edge.store.outbound import DurableOutbox
 from edge.store.schema import MIGRATIONS
 from taskmanager.catalog import load_catalog, parse_catalog
 from taskmanager.core import Callback
 from taskmanager.errors import CatalogError
 from taskmanager.service import TaskManager
-from tests.taskmanager.helpers import MOVE_PURIFY, T0
+from tests.taskmanager.helpers import MOVE_PURIFY, T0, ReportSink, task_publisher
 
 ROOT = "a2a/robot-t"
 
 
-def manager(path: Path, clock: ManualClock) -> tuple[TaskManager, DurableOutbox]:
+def manager(
+    path: Path, clock: ManualClock, sink: ReportSink | None = None
+) -> tuple[TaskManager, DurableOutbox]:
     db = open_state_db(path, MIGRATIONS)
     outbox = DurableOutbox(db=db, clock=clock)
-    publisher = TaskPublisher(topics=Topics("a2a", "robot-t"), outbox=outbox)
+    publisher = task_publisher(outbox, sink)
     tm = TaskManager(db=db, clock=clock, catalog=load_catalog(), publisher=publisher)
     tm.reload()
     return tm, outbox
@@ -200,7 +200,7 @@ def test_consent_in_a_request_grants_nothing_only_a_held_grant_does(tmp_path: Pa
         db=db,
         clock=ManualClock(T0),
         catalog=load_catalog(),
-        publisher=TaskPublisher(topics=Topics("a2a", "robot-t"), outbox=outbox),
+        publisher=task_publisher(outbox),
         held_capabilities=lambda: frozenset(held),
     )
     assert tm.submit({**vital, "workflow_id": "wf-v2"}, source="planner").accepted == ["wf-v2"]
@@ -226,3 +226,23 @@ def test_catalog_is_validated() -> None:
     assert "custom.json:mobility.move_to_room.timeout_s" in str(info.value)
     with pytest.raises(CatalogError):
         parse_catalog({"mobility": {}}, "custom.json")
+
+
+def test_a_cancel_says_itself_whether_the_workflow_ended_or_was_never_here(
+    tmp_path: Path,
+) -> None:
+    tm, _ = manager(tmp_path / "s.db", ManualClock(T0))
+    assert [i.reason for i in tm.cancel("wf-never", "pui").ignored] == ["unknown_workflow"]
+    tm.submit(MOVE_PURIFY, source="planner")
+    assert tm.cancel("wf-1", "pui").finished
+    assert [i.reason for i in tm.cancel("wf-1", "pui").ignored] == ["ended"]
+
+
+def test_every_effect_leaves_by_the_publisher(tmp_path: Path) -> None:
+    """Commands, cancels, events and reports alike: the one road (no report in a Result)."""
+    sink = ReportSink()
+    tm, outbox = manager(tmp_path / "s.db", ManualClock(T0), sink)
+    tm.submit(MOVE_PURIFY, source="planner")
+    tm.cancel("wf-1", "user")
+    assert [r.body["event"]["status"] for r in sink.reports][-1] == "WORKFLOW_CANCELLED"
+    assert outbox.rows_under(f"{ROOT}/task/cancel/")

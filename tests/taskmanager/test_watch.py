@@ -8,17 +8,16 @@ from pathlib import Path
 
 from a2a_common.clock import ManualClock
 from a2a_common.sqlite import open_state_db
-from edge.app.publisher import TaskPublisher
-from edge.channel.topics import Topics
 from edge.store.outbound import DurableOutbox
 from edge.store.schema import MIGRATIONS
 from taskmanager.catalog import load_catalog
 from taskmanager.events import Callback
 from taskmanager.service import TaskManager
-from tests.taskmanager.helpers import MOVE_PURIFY, T0
+from tests.taskmanager.helpers import MOVE_PURIFY, T0, ReportSink, task_publisher
 
 ROOT = "a2a/robot-t"
 MOVE = "wf-1:step_move"
+SINK = ReportSink()
 
 
 def manager(
@@ -26,7 +25,7 @@ def manager(
 ) -> tuple[TaskManager, DurableOutbox]:
     db = open_state_db(path, MIGRATIONS)
     outbox = DurableOutbox(db=db, clock=clock)
-    publisher = TaskPublisher(topics=Topics("a2a", "robot-t"), outbox=outbox)
+    publisher = task_publisher(outbox, SINK)
     tm = TaskManager(
         db=db,
         clock=clock,
@@ -56,7 +55,7 @@ def test_a_watch_outlives_a_restart_and_escalates_late_at_once(tmp_path: Path) -
     assert cancels(outbox) == 2 and result.commands == 1  # re-sent, and the safe stop
     [(_, stop)] = [r for r in outbox.rows_under(f"{ROOT}/task/command/") if r[1].get("safe_stop")]
     assert stop["operation_id"] == "stop" and again.alarms() == [MOVE]
-    assert [r.body["event"]["status"] for r in result.reports] == ["CANCEL_UNCONFIRMED"]
+    assert [r.body["event"]["status"] for r in SINK.reports[-1:]] == ["CANCEL_UNCONFIRMED"]
     assert again.verdict(MOVE + "~safe_stop", 1, "RUNNING") == "apply"
     again.callback(Callback(MOVE + "~safe_stop", 1, "RUNNING"))
     assert again.alarms() == [MOVE]  # a stop under way confirms nothing
