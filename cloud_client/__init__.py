@@ -8,8 +8,9 @@ No name here imports httpx eagerly: `cloud_client.client` loads it at the first 
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from a2a_common.faces import Face, lazy_face
 
 if TYPE_CHECKING:
     from cloud_client.body import DEFAULT_MAX_BYTES as DEFAULT_MAX_BYTES
@@ -65,7 +66,7 @@ __all__ = [
 ]
 
 # name -> (submodule, attribute)
-_FACE: dict[str, tuple[str, str]] = {
+_FACE: Face = {
     "CloudClient": ("cloud_client.client", "CloudClient"),
     "CloudError": ("cloud_client.errors", "CloudError"),
     "CloudUnavailable": ("cloud_client.errors", "CloudUnavailable"),
@@ -83,15 +84,4 @@ _FACE: dict[str, tuple[str, str]] = {
 }
 
 if not TYPE_CHECKING:  # a type checker sees the imports above and no catch-all
-
-    def __getattr__(name: str) -> Any:
-        try:
-            module, attribute = _FACE[name]
-        except KeyError:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
-        value = getattr(import_module(module), attribute)
-        globals()[name] = value  # the next lookup is a plain attribute
-        return value
-
-    def __dir__() -> list[str]:
-        return sorted({*globals(), *__all__})
+    __getattr__, __dir__ = lazy_face(globals(), _FACE)

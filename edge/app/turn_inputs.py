@@ -196,11 +196,11 @@ class TurnInputs:
                 close = partial(
                     self.close_unanswered, turn.turn_id, turn.pair_id, "rejected", "stale"
                 )
-                await self._retrying(turn, close)
+                await self._closing(turn, close)
                 return
             try:
                 answer = await self._ask(turn)
-                status = await self._retrying(turn, partial(self.close_turn, turn, answer))
+                status = await self._closing(turn, partial(self.close_turn, turn, answer))
                 turn.watch.lap("apply")
             except asyncio.CancelledError:
                 raise  # stopping: the turn is answered `interrupted` at the next start
@@ -209,7 +209,7 @@ class TurnInputs:
                 close = partial(
                     self.close_unanswered, turn.turn_id, turn.pair_id, "error", "internal_error"
                 )
-                await self._retrying(turn, close)
+                await self._closing(turn, close)
                 return
         if status == "ok":
             timings.turn_answered(self.metrics, turn.watch)
@@ -218,7 +218,7 @@ class TurnInputs:
         else:  # the cloud answered: the replay need not wait for its backoff
             self.replayer.kick()
 
-    async def _retrying(self, turn: Received, close: Callable[[], T]) -> T:
+    async def _closing(self, turn: Received, close: Callable[[], T]) -> T:
         """Close the turn through the door: while the DB refuses writes the answer waits in
         memory and goes out once storage is back (SPEC §2.4)."""
         return await self.door.until_done("turn answer", close)
