@@ -45,8 +45,26 @@ class Health:
             body["problems"] = self.problems()
         return jsonx.dumps(body).encode("utf-8")
 
+    def _state(self) -> dict[str, Any]:
+        """The app's health; a state DB that cannot be read (damaged, gone) says so instead
+        of raising out of a status line or a channel callback."""
+        try:
+            return self.app.health()
+        except Exception as exc:
+            unread = f"? (state DB unreadable: {type(exc).__name__})"
+            return {
+                "cloud": "unknown",
+                "mqtt_outbox": unread,
+                "sync_outbox": unread,
+                "sync_in_flight": 0,
+                "active_workflows": 0,
+                "experience_mode": "unknown",
+                "wal": {},
+                "wal_note": "",
+            }
+
     def line(self) -> str:
-        state = self.app.health()
+        state = self._state()
         broker = "connected" if self.broker_up else "disconnected"
         line = (
             f"broker {broker}; cloud {state['cloud']}; mqtt outbox {state['mqtt_outbox']};"
@@ -58,7 +76,7 @@ class Health:
 
     def beat(self) -> dict[str, Any]:
         """What `a2a-edge status` reads to tell the service's health."""
-        state = self.app.health()
+        state = self._state()
         return {
             "ts": iso(self.app.clock.now()),
             "pid": os.getpid(),

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import partial
 
+from a2a_common.sqlite import storage_error
 from a2a_common.writes import SyncWrite
 from cache import Memory, StepOutcome, observed_candidates
 from edge.store.commits import Commits
@@ -50,11 +52,20 @@ class Work:
                 yield result
                 self._settle(result)
                 self.commits.after_commit(partial(self._committed, result))
-        except BaseException:
-            self.tm.reload()
+        except BaseException as exc:
+            self._reload_board(exc)
             raise
         finally:
             self._open.pop()
+
+    def _reload_board(self, cause: BaseException) -> None:
+        """The board read again to match the disk after a unit rolled back. A DB that cannot
+        be read says why itself (a damaged one is `StorageCorrupt`: the stop), instead of
+        hiding the unit's own error behind a raw sqlite3 one."""
+        try:
+            self.tm.reload()
+        except sqlite3.Error as exc:
+            raise storage_error(exc) from cause
 
     @contextmanager
     def unit(self) -> Iterator[Result]:

@@ -5,6 +5,8 @@ the runtime's session."""
 
 from __future__ import annotations
 
+import random
+import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -135,3 +137,28 @@ def test_a_session_lost_while_the_disk_is_full_is_handled_once_space_returns(
     assert devices.tasks[move].task.attempt == again["attempt"]
     assert alive(runtime, pid)
     assert runtime.terminate() == 0
+
+
+def test_a_db_damaged_under_the_service_stops_it_with_exit_1(
+    tmp_path: Path, runtime_factory: RuntimeFactory, probe: MqttProbe
+) -> None:
+    """Before (found by an outside attack): the commit's StorageCorrupt was hidden behind the
+    raw sqlite3 error of the board's reload that followed it; the door took it for a bug, the
+    turns were refused `internal_error` and dead-lettered, the service ran on (30+ s) saying
+    nothing of it, and its channel callbacks raised at the stop."""
+    runtime = runtime_factory()
+    assert probe.turn("before", "안녕")["status"] == "ok"
+    db = tmp_path / "state" / "state.db"
+    with sqlite3.connect(db) as outside:  # the log into the file, then its pages overwritten
+        outside.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    with db.open("r+b") as out:
+        out.seek(3 * 4096)
+        out.write(random.Random(29).randbytes(60 * 4096))
+    for n in range(5):
+        probe.publish(f"{ROOT}/turn/request", {"turn_id": f"dmg-{n}", "recognized_text": "안녕"})
+    assert runtime.proc is not None
+    assert eventually(lambda: runtime.proc is not None and runtime.proc.poll() is not None, 20)
+    assert runtime.proc.returncode == 1
+    log = runtime.log()
+    assert "state DB is damaged" in log
+    assert "Exception in callback" not in log and "dead letter" not in log
