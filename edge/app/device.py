@@ -270,12 +270,11 @@ class DeviceApp:
         privacy = privacy_policy(fresh)  # reads privacy.lexicon_file again
         self.memory.set_privacy(privacy)
         mode = fresh.experience.mode
-        log.info("reloaded: experience mode %s (was %s)", mode, self.tm.mode)
         categories = fresh.privacy.consented_categories
         capabilities = fresh.privacy.consented_capabilities
         return [
             self.relabel,  # a term added: what is stored has it too
-            partial(self.set_experience_mode, mode),
+            partial(self._reload_mode, mode),
             partial(self.reload_consent, categories, capabilities),
         ]
 
@@ -390,6 +389,11 @@ class DeviceApp:
         gate.remember(msg.observation_id)
         if latest is not None:
             gate.latest = latest
+
+    def _reload_mode(self, mode: str) -> None:
+        was = self.tm.mode
+        self.set_experience_mode(mode)
+        self.after_commit(partial(log.info, "reloaded: experience mode %s (was %s)", mode, was))
 
     def set_experience_mode(self, mode: str) -> None:
         """SIGHUP: `[experience] mode` again; active contracts step down to it at once."""

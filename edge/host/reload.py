@@ -55,8 +55,12 @@ def write_mark(state_dir: Path, handled_usec: int, error: str) -> None:
     if error:
         body["error"] = error
     tmp = state_dir / f".{MARK_NAME}.tmp"
-    tmp.write_text(json.dumps(body, ensure_ascii=False), encoding="utf-8")
-    tmp.replace(state_dir / MARK_NAME)
+    try:
+        tmp.write_text(json.dumps(body, ensure_ascii=False), encoding="utf-8")
+        tmp.replace(state_dir / MARK_NAME)
+    except OSError:
+        tmp.unlink(missing_ok=True)  # nothing half-written is left behind
+        raise
 
 
 def read_mark(state_dir: Path) -> dict[str, Any] | None:

@@ -16,18 +16,26 @@ import logging
 import os
 import signal
 import time
+from functools import partial
 from pathlib import Path
 
 from a2a_common.clock import iso, seconds_between
 from edge.app.device import DeviceApp
 from edge.channel.mqtt import ChannelHandlers, LastWill, MqttChannel
+from edge.config.errors import ConfigError
 from edge.config.settings import Settings
 from edge.host.metrics_server import serve as serve_metrics
 from edge.host.notify import Notifier
 from edge.runtime.alarm import watch_alarms
 from edge.runtime.health import Health
 from edge.runtime.intake import Intake
-from edge.runtime.lifecycle import log_started, read_for_reload, reload_marked, shutdown
+from edge.runtime.lifecycle import (
+    begin_reload,
+    finish_reload,
+    log_started,
+    read_for_reload,
+    shutdown,
+)
 from edge.runtime.metrics_state import state_reader
 from edge.runtime.routes import Router, route_table
 from edge.runtime.warmup import Warmup
@@ -177,14 +185,20 @@ class Runtime:
         """SIGHUP: the log level, the privacy policy, consent and the Experience mode from the
         config file again; what the DB refuses now is held and applied when it is back."""
 
-        def apply() -> None:
+        handled = begin_reload(self._notifier)
+        error = ""
+        try:
             fresh = read_for_reload(self._settings, self._config_path)
-            for step in self._app.reload_steps(fresh):
-                self._door.run("reload", step)
-            self._beat()  # `status` shows the mode now, not a beat later
-
+            steps = self._app.reload_steps(fresh)
+        except ConfigError as exc:
+            error, steps = str(exc), []
+            log.warning("reload refused, keeping the running config: %s", exc)
+        for step in steps:
+            self._door.run("reload", step)
+        self._beat()  # `status` shows the mode now, not a beat later
         state_dir = self._settings.state_db_path.parent
-        reload_marked(self._notifier, state_dir, apply, self.health.line)
+        done = partial(finish_reload, self._notifier, state_dir, handled, error, self.health.line)
+        self._door.run("reload", done)  # after the steps: held behind them when they are
 
     def take_connection(self, session_present: bool) -> None:
         """The broker connected: our status, the commands to send again when it kept no

@@ -4,13 +4,14 @@ reload of the config file, and the bounded shutdown (SPEC §6)."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from a2a_common.clock import Clock
+from a2a_common.sqlite import StorageUnavailable
 from edge.app.device import DeviceApp
-from edge.config.errors import ConfigError
 from edge.config.settings import Settings, load_settings
 from edge.host import reload
 from edge.host.notify import Notifier
@@ -73,26 +74,30 @@ def read_for_reload(running: Settings, config_path: Path | None) -> Settings:
     return fresh
 
 
-def reload_marked(
-    notifier: Notifier,
-    state_dir: Path,
-    apply: Callable[[], object],
-    status_line: Callable[[], str],
-) -> None:
-    """Tell systemd a reload began and ended, around `apply`; `a2a-edge reload` finds the
-    mark (edge/host/reload.py)."""
+def begin_reload(notifier: Notifier) -> int:
+    """SIGHUP taken: systemd hears RELOADING=1; the instant is what the mark will carry."""
     handled = reload.monotonic_usec()
     notifier.reloading(handled)
-    error = ""
-    try:
-        apply()
-    except ConfigError as exc:
-        error = str(exc)
-        log.warning("reload refused, keeping the running config: %s", exc)
+    return handled
+
+
+# a mark that cannot be written for want of space is held like any write the disk refuses
+_NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO)
+
+
+def finish_reload(
+    notifier: Notifier, state_dir: Path, handled: int, error: str, status_line: Callable[[], str]
+) -> None:
+    """Once every step of the reload is applied: READY=1 for systemd, then the mark that
+    `a2a-edge reload` waits for (edge/host/reload.py). A disk that refuses the mark holds it
+    (`StorageUnavailable`, the door tries again): the command must not hear of a reload before
+    it is applied, nor wait for one that was."""
     notifier.ready(status_line())  # before the mark: systemd hears it first
     try:
         reload.write_mark(state_dir, handled, error)
     except OSError as exc:
+        if exc.errno in _NO_ROOM:
+            raise StorageUnavailable(f"reload mark not written: {exc}") from exc
         log.warning("reload mark not written (a2a-edge reload waits in vain): %s", exc)
 
 

@@ -73,6 +73,7 @@ class Door:
         self.on_fatal: Callable[[str], None] = _log_fatal  # the executor's stop, once it runs
         self.failures: Counter[str] = Counter()  # inputs that failed with a bug, by kind
         self.storage_error = ""  # why the DB refused the last write it refused ("" once back)
+        self._told: set[str] = set()  # kinds held and said so in the log, this episode
         self._waiting: list[tuple[str, Retry]] = []  # held inputs, in the order they came
         self._keys: set[str] = set()  # held inputs that stand for every later one like them
         self._timer: asyncio.TimerHandle | None = None
@@ -87,7 +88,8 @@ class Door:
             with self._unit():
                 value = fn()
         except StorageUnavailable as exc:  # nothing of it is on disk: tried again later
-            if not self.storage_error:
+            if kind not in self._told:  # once per kind while the episode lasts
+                self._told.add(kind)
                 log.error("state DB refuses writes (%s): holding %s", exc, kind)
             self.storage_error = str(exc)
             return Attempt(Outcome.HELD, error=exc)
@@ -100,6 +102,7 @@ class Door:
             return Attempt(Outcome.FAILED, error=exc)
         if not self._waiting:
             self.storage_error = ""
+            self._told.clear()
         return Attempt(Outcome.DONE, value)
 
     # --- held and tried again -----------------------------------------------------------------
@@ -193,6 +196,7 @@ class Door:
         if self.storage_error and not self._waiting:
             log.warning("state DB takes writes again: every held input applied")
         self.storage_error = ""
+        self._told.clear()
         self._delay = RETRY_MIN_S
 
     def close(self) -> None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import random
 import sqlite3
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -162,3 +164,40 @@ def test_a_db_damaged_under_the_service_stops_it_with_exit_1(
     log = runtime.log()
     assert "state DB is damaged" in log
     assert "Exception in callback" not in log and "dead letter" not in log
+
+
+def test_a_reload_on_a_full_disk_returns_once_it_is_applied(
+    small_disk: Path, runtime_factory: RuntimeFactory
+) -> None:
+    """Before (found by an outside attack): the reload's steps were held and applied once space
+    returned, but its mark could not be written on the full disk and nothing wrote it later:
+    `a2a-edge reload` (the unit's ExecReload) waited in vain and exited 1 for a reload that
+    was applied, and a 0-byte `.reloaded.tmp` stayed behind."""
+    runtime = runtime_factory()
+    config = runtime.config
+    filler = fill(small_disk)
+    config.write_text(config.read_text() + '\n[privacy]\nconsented_categories = ["health"]\n')
+    command = subprocess.Popen(
+        [sys.executable, "-m", "edge", "reload", "--config", str(config), "--timeout-s", "30"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        eventually(lambda: "holding reload" in runtime.log(), 10)
+    except AssertionError:
+        raise AssertionError(runtime.log()[-3000:]) from None
+    assert command.poll() is None  # not applied yet: the command waits
+    filler.unlink()
+    _out, err = command.communicate(timeout=40)
+    assert command.returncode == 0, err
+    assert not list(small_disk.glob(".*.tmp"))
+    grants = subprocess.run(
+        [sys.executable, "-m", "edge", "consent", "list", "--json", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    assert "category:health" in grants.stdout
+    assert runtime.terminate() == 0
