@@ -345,12 +345,15 @@ class DeviceApp:
             answer = {"event_id": msg.event_id, "status": status, "workflow_ids": ended}
             self.outbox.enqueue(self.topics.pui_result, answer)
             self.dedupe.answered(key, answer)
-        log.info(
-            "PUI cancel %s: %s %s",
-            msg.event_id,
-            status,
-            " ".join(ended) or "(none)",
-            extra=fields(event_id=msg.event_id, status=status, workflow_ids=ended),
+        self.after_commit(
+            partial(
+                log.info,
+                "PUI cancel %s: %s %s",
+                msg.event_id,
+                status,
+                " ".join(ended) or "(none)",
+                extra=fields(event_id=msg.event_id, status=status, workflow_ids=ended),
+            )
         )
 
     def take_workflow(self, msg: WorkflowRequestMsg, arrival: Arrival) -> None:

@@ -119,11 +119,14 @@ class TurnInputs:
                 turn_id=msg.turn_id, requested_session=msg.session_id, text=msg.recognized_text
             )
             self.dedupe.mark(key, arrival.topic, words)
-        log.info(
-            "turn %s recorded in %s",
-            msg.turn_id,
-            session_id,
-            extra=fields(turn_id=msg.turn_id, session_id=session_id, pair_id=pair_id),
+        self.after_commit(
+            partial(
+                log.info,
+                "turn %s recorded in %s",
+                msg.turn_id,
+                session_id,
+                extra=fields(turn_id=msg.turn_id, session_id=session_id, pair_id=pair_id),
+            )
         )
         context = {**self.device_context, **(msg.device_context or {})}
         context.pop("observations", None)  # the device's, never a sender's (SPEC 4.6)
@@ -282,13 +285,16 @@ class TurnInputs:
                     error=error,
                 )
             )
-        log.info(
-            "turn %s answered: route %s, status %s, workflows %s",
-            turn.turn_id,
-            answer.route_family,
-            status,
-            " ".join(result.accepted) or "(none)",
-            extra=_ids(turn, route_family=answer.route_family, workflow_ids=result.accepted),
+        self.after_commit(
+            partial(
+                log.info,
+                "turn %s answered: route %s, status %s, workflows %s",
+                turn.turn_id,
+                answer.route_family,
+                status,
+                " ".join(result.accepted) or "(none)",
+                extra=_ids(turn, route_family=answer.route_family, workflow_ids=result.accepted),
+            )
         )
         return status
 
@@ -320,13 +326,16 @@ class TurnInputs:
                 )
             )
         if intent is not None:
-            log.info(
-                "turn %s handled on the device: intent %s, %d workflows ended, %s started",
-                turn.turn_id,
-                intent.name,
-                len(result.finished),
-                " ".join(result.accepted) or "(none)",
-                extra=_ids(turn, intent=intent.name, workflow_ids=result.accepted),
+            self.after_commit(
+                partial(
+                    log.info,
+                    "turn %s handled on the device: intent %s, %d workflows ended, %s started",
+                    turn.turn_id,
+                    intent.name,
+                    len(result.finished),
+                    " ".join(result.accepted) or "(none)",
+                    extra=_ids(turn, intent=intent.name, workflow_ids=result.accepted),
+                )
             )
         return "offline"
 
