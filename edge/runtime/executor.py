@@ -52,6 +52,7 @@ DEBUG_BLOCK_S = 3.0
 REAP_AFTER_S = 2.0
 READY_WAITS_FOR_BROKER_S = 1.0  # at most, for the first subscriptions (then READY anyway)
 PREPARE_BY_S = 2.0  # the warm-up, when no broker connection came first (edge/runtime/warmup.py)
+FAILED_TICK_RETRY_S = 1.0  # a deadline whose tick failed with a bug is tried again this late
 
 
 class Runtime:
@@ -243,7 +244,10 @@ class Runtime:
             if due is not None:
                 delay = (due - app.clock.now()).total_seconds()
                 if delay <= 0:
-                    await self.take_deadline()
+                    try:
+                        await self.take_deadline()
+                    except Exception:  # a bug (the door logged and counted it): the loop lives
+                        await asyncio.sleep(FAILED_TICK_RETRY_S)
                     continue
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(app.wake.wait(), None if due is None else delay)

@@ -289,3 +289,38 @@ def test_the_app_runs_inside_the_unit_the_door_opened(stage: Stage) -> None:
     assert len(seen) == 2 and seen[0] is seen[1]
     with stage.app.unit() as alone:  # without the executor (the CLI): a unit of its own
         assert alone is not seen[0]
+
+
+def test_a_deadline_whose_tick_fails_with_a_bug_does_not_end_the_deadline_loop(
+    stage: Stage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The deadline loop outlives a failing tick (the door counts it) and fires it later."""
+    import edge.runtime.executor as executor
+
+    monkeypatch.setattr(executor, "FAILED_TICK_RETRY_S", 0.05)
+    stage.robot.push()
+    stage.robot.clock.advance(600)
+    tick, calls = stage.app.tick, {"n": 0}
+
+    def failing_once() -> None:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise RuntimeError("a bug in a tick")
+        tick()
+
+    monkeypatch.setattr(stage.app, "tick", failing_once)
+
+    async def go() -> None:
+        loop = asyncio.create_task(stage.runtime._deadlines())
+        try:
+            await asyncio.wait_for(until(lambda: deadline_applied(stage)), 5)
+        finally:
+            loop.cancel()
+
+    asyncio.run(go())
+    assert calls["n"] >= 2 and stage.door.failures["deadline"] == 1
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    while not condition():
+        await asyncio.sleep(0.01)
