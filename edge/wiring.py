@@ -140,10 +140,14 @@ def build_app(
         turns=turns,
         publisher=publisher,
         dead_letters=InboxDeadLetters(db=db, clock=clock, keep=settings.mqtt.dead_letters_keep),
-        memory_ops=MemoryOps(memory=memory, sync_outbox=sync_outbox, clock=clock),
+        memory_ops=MemoryOps(
+            memory=memory, sync_outbox=sync_outbox, clock=clock, after_commit=commits.after_commit
+        ),
         checkpointer=wal,
         reports=reports,
-        consent=ConsentOps(register=register, sync_outbox=sync_outbox, tm=tm),
+        consent=ConsentOps(
+            register=register, sync_outbox=sync_outbox, tm=tm, after_commit=commits.after_commit
+        ),
         door=door,
     )
 

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from edge.channel.topics import ConsentRequestMsg
+from edge.store.commits import AfterCommit, run_now
 from edge.store.consent import ConsentRegister, normal_scope
 from sync import SyncOutbox
 from taskmanager import Result, TaskManager
@@ -37,11 +39,22 @@ class ConsentAnswer:
 
 
 class ConsentOps:
-    def __init__(self, *, register: ConsentRegister, sync_outbox: SyncOutbox, tm: TaskManager):
+    def __init__(
+        self,
+        *,
+        register: ConsentRegister,
+        sync_outbox: SyncOutbox,
+        tm: TaskManager,
+        after_commit: AfterCommit = run_now,
+    ):
+        self._after_commit = after_commit  # what it logs is said once its unit committed
         self.register = register
         self._sync = sync_outbox
         self._tm = tm
         self.recheck = False  # a reload's cancels did not commit: the next tick does them
+
+    def _said(self, msg: str, *args: object) -> None:
+        self._after_commit(partial(log.info, msg, *args))
 
     def grants(self) -> list[dict[str, Any]]:
         return [g.wire() for g in self.register.held()]
@@ -72,10 +85,10 @@ class ConsentOps:
         if action == "grant":
             grant = self.register.grant(scope, ttl_s, source, request_id)
             self._sync.enqueue([self.register.write("grant", scope, source, grant.expires_at)])
-            log.info("consent granted: %s (%s, ttl %s)", scope, source, ttl_s)
+            self._said("consent granted: %s (%s, ttl %s)", scope, source, ttl_s)
         elif self.register.revoke(scope, source, request_id):
             self._sync.enqueue([self.register.write("revoke", scope, source, None)])
-            log.info("consent revoked: %s (%s)", scope, source)
+            self._said("consent revoked: %s (%s)", scope, source)
             result.merge(self.enforce())
         return ConsentAnswer(True, self.grants())
 
@@ -86,7 +99,7 @@ class ConsentOps:
         gone = self.register.expire()
         for grant in gone:
             self._sync.enqueue([self.register.write("expire", grant.scope, grant.source, None)])
-            log.info("consent expired: %s", grant.scope)
+            self._said("consent expired: %s", grant.scope)
         if gone or self.recheck:
             result.merge(self.enforce())
         return result, len(gone)
@@ -104,6 +117,6 @@ class ConsentOps:
                 if workflow_id in ended:
                     continue
                 ended.add(workflow_id)
-                log.info("workflow %s cancelled: %s (%s)", workflow_id, REVOKED, capability_id)
+                self._said("workflow %s cancelled: %s (%s)", workflow_id, REVOKED, capability_id)
                 result.merge(self._tm.cancel(workflow_id, REVOKED))
         return result

@@ -5,10 +5,12 @@ forget commits, so no page of the forgotten text lingers in the WAL file)."""
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import Any
 
 from a2a_common.clock import Clock
 from cache import Memory
+from edge.store.commits import AfterCommit, run_now
 from sync import SyncOutbox
 
 log = logging.getLogger(__name__)
@@ -21,7 +23,9 @@ class MemoryOps:
         memory: Memory,
         sync_outbox: SyncOutbox,
         clock: Clock,
+        after_commit: AfterCommit = run_now,
     ) -> None:
+        self._after_commit = after_commit  # what it logs is said once its unit committed
         self._memory = memory
         self._sync = sync_outbox
         self._clock = clock
@@ -50,7 +54,7 @@ class MemoryOps:
             "outbox": outbox,
         }
         forgetter.audit("forget", scope, target, removed, reason)
-        log.info("forget %s %s: %s", scope, target or "-", removed)
+        self._after_commit(partial(log.info, "forget %s %s: %s", scope, target or "-", removed))
         return removed
 
     def revoke(self, key: str, reason: str = "user") -> dict[str, Any]:
@@ -62,7 +66,7 @@ class MemoryOps:
             self._sync.enqueue([write])
         counts = {"profile_items": len(items), "outbox": outbox}
         forgetter.audit("revoke", "profile_key", key, counts, reason)
-        log.info("revoke %s: %s", key, counts)
+        self._after_commit(partial(log.info, "revoke %s: %s", key, counts))
         return {"revoked": items, **counts}
 
     def sweep(self, limit: int = 500) -> dict[str, int]:

@@ -40,6 +40,14 @@ log = logging.getLogger(__name__)
 ROLLED_BACK = "the state DB rolled the transaction back (disk or DB size cap full)"
 
 
+AfterCommit = Callable[[Callable[[], object]], None]
+
+
+def run_now(fn: Callable[[], object]) -> None:
+    """An `AfterCommit` for code that runs with no unit of work around it."""
+    fn()
+
+
 class Commits:
     def __init__(
         self,
