@@ -5,6 +5,7 @@ exposes these as its own methods."""
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import Any
 
 from a2a_common import jsonx
@@ -46,7 +47,8 @@ class Refusals:
             topic=self.app.topics.kind_of(topic) or "other",
             error=refusal.error,
         )
-        log.log(
+        said = partial(  # with the refusal, after the commit: a held try says nothing
+            log.log,
             logging.DEBUG if logged else logging.WARNING,
             "refused message on %s: %s (%s)",
             topic,
@@ -54,6 +56,7 @@ class Refusals:
             refusal.detail,
             extra=fields(topic=topic, error=refusal.error, **(ref or {})),
         )
+        self.app.after_commit(said)
         body: dict[str, Any] = {
             "topic": topic,
             "error": refusal.error,

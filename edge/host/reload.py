@@ -57,6 +57,7 @@ def write_mark(state_dir: Path, handled_usec: int, error: str) -> None:
     tmp = state_dir / f".{MARK_NAME}.tmp"
     try:
         tmp.write_text(json.dumps(body, ensure_ascii=False), encoding="utf-8")
+        tmp.chmod(0o600)  # as every file of the state dir
         tmp.replace(state_dir / MARK_NAME)
     except OSError:
         tmp.unlink(missing_ok=True)  # nothing half-written is left behind

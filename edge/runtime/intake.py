@@ -176,6 +176,8 @@ class Intake:
             return True  # stopping: they stay unacked, the broker keeps them
         held, self._held = self._held, []
         self.take(held)
+        if not self.accepting or self._door.closed:
+            return True  # stopping (a damaged DB): they stay unacked, nothing was applied
         if self._held:
             return False
         self._waiting = False

@@ -21,13 +21,14 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+import sqlite3
 from collections import Counter
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
-from a2a_common.sqlite import StorageCorrupt, StorageUnavailable
+from a2a_common.sqlite import StorageCorrupt, StorageUnavailable, storage_error
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -58,6 +59,22 @@ class Attempt(Generic[T]):
 
     def detail(self) -> str:
         return "" if self.error is None else f"{type(self.error).__name__}: {self.error}"
+
+
+def _damage_behind(exc: BaseException) -> StorageCorrupt | None:
+    """A damaged DB behind another error (a package's own error raised from a sqlite3 one)."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, StorageCorrupt):
+            return cause
+        if isinstance(cause, sqlite3.Error):
+            translated = storage_error(cause)
+            if isinstance(translated, StorageCorrupt):
+                return translated
+        cause = cause.__cause__ or cause.__context__
+    return None
 
 
 def _log_fatal(reason: str) -> None:
@@ -94,9 +111,11 @@ class Door:
             self.storage_error = str(exc)
             return Attempt(Outcome.HELD, error=exc)
         except StorageCorrupt as exc:
-            self.on_fatal(f"state DB is damaged: {exc}")
-            return Attempt(Outcome.FATAL, error=exc)
+            return self._fatal(exc)
         except Exception as exc:
+            damaged = _damage_behind(exc)  # a read of a damaged page, wrapped by a package
+            if damaged is not None:
+                return self._fatal(damaged)
             self.failures[kind] += 1
             log.exception("%s", failure or f"{kind} failed inside the runtime")
             return Attempt(Outcome.FAILED, error=exc)
@@ -104,6 +123,17 @@ class Door:
             self.storage_error = ""
             self._told.clear()
         return Attempt(Outcome.DONE, value)
+
+    def _fatal(self, exc: BaseException) -> Attempt[Any]:
+        """The DB is damaged: the stop, and nothing held is tried again (none of it would
+        apply; what was not acknowledged comes again after the restart)."""
+        self.close()
+        self.on_fatal(f"state DB is damaged: {exc}")
+        return Attempt(Outcome.FATAL, error=exc)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
 
     # --- held and tried again -----------------------------------------------------------------
     @property
@@ -193,6 +223,8 @@ class Door:
                 self._schedule()
                 return
             self._waiting.pop(0)
+        if self._closed:
+            return
         if self.storage_error and not self._waiting:
             log.warning("state DB takes writes again: every held input applied")
         self.storage_error = ""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sqlite3
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from edge.channel.mqtt import Inbound
 from edge.channel.topics import TurnRequestMsg
 from edge.host.notify import Notifier
 from edge.runtime.executor import Runtime
-from edge.store.door import Door
+from edge.store.door import Door, Outcome
 from tests.edge.test_app import ROOT, Robot
 from tests.taskmanager.helpers import MOVE_PURIFY
 
@@ -324,3 +325,21 @@ def test_a_deadline_whose_tick_fails_with_a_bug_does_not_end_the_deadline_loop(
 async def until(condition: Callable[[], bool]) -> None:
     while not condition():
         await asyncio.sleep(0.01)
+
+
+def test_a_damaged_db_behind_a_packages_own_error_is_the_stop_not_a_bug(stage: Stage) -> None:
+    """Found by an outside attack: a read of a damaged page inside a handler, raised as the
+    cache's own error, was taken for a handler's bug (refused internal_error, dead-lettered),
+    and after the stop the log said every held message had been applied."""
+    stops: list[str] = []
+    stage.door.on_fatal = stops.append
+
+    def read_damaged() -> None:
+        try:
+            raise sqlite3.DatabaseError("database disk image is malformed")
+        except sqlite3.DatabaseError as exc:
+            raise RuntimeError("cache read failed") from exc
+
+    attempt = stage.door.attempt("inbound message", read_damaged)
+    assert attempt.outcome is Outcome.FATAL and stops and stage.door.closed
+    assert stage.door.failures["inbound message"] == 0
