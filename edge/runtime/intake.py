@@ -71,8 +71,8 @@ class Intake:
         taken: list[Inbound] = []
         held_before = len(self._held)
         group = self._door.attempt("inbound batch", partial(self._take_all, messages, taken, alone))
-        if isinstance(messages, list):  # not a channel batch: what was not reached is ours
-            taken += messages[len(taken) :]
+        if group.outcome in (Outcome.HELD, Outcome.FAILED) and isinstance(messages, list):
+            taken += messages[len(taken) :]  # not a channel batch: what it did not reach is ours
         if group.outcome is Outcome.HELD:  # the COMMIT itself failed: none of it is on disk
             log.error("state DB refused a group commit of %d messages", len(taken))
             del self._held[held_before:]

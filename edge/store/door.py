@@ -186,10 +186,10 @@ class Door:
 
     def wait(self, kind: str, retry: Retry, *, key: str | None = None) -> None:
         """Queue a held input's retry; `retry` returns False while the DB still refuses."""
-        self._waiting.append((kind, retry))
         if key is not None:
             self._keys.add(key)
-            self._waiting[-1] = (kind, self._keyed(key, retry))
+            retry = self._keyed(key, retry)
+        self._waiting.append((kind, retry))
         self._schedule()
 
     def _keyed(self, key: str, retry: Retry) -> Retry:
