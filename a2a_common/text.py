@@ -1,0 +1,42 @@
+"""Text as people read it (SPEC §2.4): the one normaliser every text, profile key and value that
+comes in passes through, whatever its source (a turn, a cloud update, a forget request, the CLI).
+
+`normal` takes a string to Unicode NFC and removes the format characters (general category Cf:
+zero-width space, zero-width (non-)joiners, word joiner, BOM, soft hyphen, bidi marks…), so 안방
+typed composed, decomposed (NFD, as some front-ends send it) or with a zero-width space inside is
+one and the same text. The format characters go first, so a decomposed syllable a zero-width
+space split still composes. It is idempotent: `normal(normal(t)) == normal(t)`.
+
+`normal_value` does the same to every string of a JSON value (object keys included), leaving
+numbers, booleans and null as they are.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from typing import Any
+
+
+def normal(text: str) -> str:
+    """NFC with the format characters (category Cf) removed."""
+    if text.isascii():  # no ASCII character is a format character or composes
+        return text
+    if any(unicodedata.category(ch) == "Cf" for ch in text):
+        text = "".join(ch for ch in text if unicodedata.category(ch) != "Cf")
+    return unicodedata.normalize("NFC", text)
+
+
+def normal_value(value: Any) -> Any:
+    """`value` with every string in it (object keys too) `normal`: a JSON value in, one out."""
+    if isinstance(value, str):
+        return normal(value)
+    if isinstance(value, list | tuple):
+        return [normal_value(v) for v in value]
+    if isinstance(value, dict):
+        return {(normal(k) if isinstance(k, str) else k): normal_value(v) for k, v in value.items()}
+    return value
+
+
+def same_text(a: str, b: str) -> bool:
+    """Whether two texts read the same (compared after `normal`)."""
+    return normal(a) == normal(b)
