@@ -28,6 +28,7 @@ from typing import Any
 from a2a_common import jsonx
 from a2a_common.clock import Clock, iso
 from a2a_common.db import Database
+from a2a_common.text import normal
 from a2a_common.writes import SyncWrite
 from cache.profile import ProfileStore
 
@@ -86,6 +87,7 @@ class Forgetter:
         )
 
     def forget(self, scope: str, target: str | None, *, with_sources: bool = True) -> Forgotten:
+        target = None if target is None else normal(target)  # as SPEC §2.4 takes it
         out = Forgotten(scope, target, with_sources=with_sources)
         db = self._db
         if scope == "pair":
@@ -96,7 +98,7 @@ class Forgetter:
             )
             out.pairs = _ids(db, "SELECT pair_id FROM pairs WHERE session_id = ?", [target])
         elif scope == "profile_key":
-            out.keys = _ids(db, "SELECT DISTINCT key FROM profile_items WHERE key = ?", [target])
+            out.keys = self._profile.keys_reading(target or "")  # variants made before too
             if with_sources:
                 out.pairs = self._source_pairs(out.keys)
         elif scope == "all":
@@ -285,11 +287,17 @@ class Forgetter:
 
     def revoke(self, key: str) -> tuple[list[str], SyncWrite | None]:
         """Mark the key's items `revoked`, keeping them for audit without their value text; old
-        evidence stays with them, so it can never promote the same value again."""
+        evidence stays with them, so it can never promote the same value again. The key is
+        taken as SPEC §2.4 says and reaches the variants of it a cache made before holds."""
+        key = normal(key)
+        keys = self._profile.keys_reading(key)
+        if not keys:
+            return [], None
         items = _ids(
             self._db,
-            "SELECT item_id FROM profile_items WHERE key = ? AND status != 'revoked'",
-            [key],
+            f"SELECT item_id FROM profile_items WHERE key IN ({_marks(keys)})"
+            " AND status != 'revoked' ORDER BY item_id",
+            keys,
         )
         for item_id in items:
             self._db.execute(
@@ -301,5 +309,5 @@ class Forgetter:
             return [], None
         return items, SyncWrite(
             "memory_deletion",
-            {"scope": "profile_revoke", "id": key, "item_ids": items, "profile_keys": [key]},
+            {"scope": "profile_revoke", "id": key, "item_ids": items, "profile_keys": keys},
         )

@@ -13,6 +13,7 @@ from typing import Any
 from a2a_common.clock import Clock, iso
 from a2a_common.db import Database
 from a2a_common.ids import new_id
+from a2a_common.text import normal
 from a2a_common.writes import SyncWrite
 from cache.focus import FOCUS_DAILY, focused
 from cache.forget import Forgetter
@@ -104,7 +105,9 @@ class Memory:
     def record_utterance(
         self, *, turn_id: str, requested_session: str | None, text: str
     ) -> tuple[str, str]:
-        """Open or continue the session and record the user's words; (pair_id, session_id)."""
+        """Open or continue the session and record the user's words; (pair_id, session_id).
+        The words are kept as SPEC §2.4 takes them (the door did so already; idempotent)."""
+        text = normal(text)
         now = self._clock.now()
         # read once: the same row picks the session and tells whether the last one just ended
         latest = self.store.latest_session()

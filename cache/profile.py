@@ -18,6 +18,7 @@ from a2a_common import jsonx
 from a2a_common.clock import Clock, iso
 from a2a_common.db import Database
 from a2a_common.ids import new_id
+from a2a_common.text import normal, normal_value
 from a2a_common.writes import SyncWrite
 from cache.labels import Labels, merge, value_texts
 from cache.model import CandidateIn, Evidence, ItemStatus, PromotionPolicy
@@ -33,8 +34,18 @@ _ITEM_COLUMNS = (
 
 
 def value_key(value: Any) -> str:
-    """The canonical text a value is stored and compared as."""
-    return jsonx.canonical(value).decode("utf-8")
+    """The canonical text a value is stored and compared as (its strings as SPEC §2.4 takes
+    them: NFC, no format characters)."""
+    return jsonx.canonical(normal_value(value)).decode("utf-8")
+
+
+def normal_candidate(cand: CandidateIn) -> CandidateIn:
+    """A candidate whose key and value are taken as SPEC §2.4 says, whatever its source (the
+    cloud's models do it at the door; the device's own observations come from task args)."""
+    key, value = normal(cand.key), normal_value(cand.value)
+    if key == cand.key and value == cand.value:
+        return cand
+    return replace(cand, key=key, value=value)
 
 
 def item_json(row: dict[str, Any]) -> dict[str, Any]:
@@ -104,12 +115,20 @@ class ProfileStore:
     def item(self, key: str, value: Any) -> dict[str, Any] | None:
         cursor = self._db.execute(
             f"SELECT {_ITEM_COLUMNS} FROM profile_items WHERE key = ? AND value = ?",
-            [key, value_key(value)],
+            [normal(key), value_key(value)],
         )
         row = cursor.fetchone()
         if row is None:
             return None
         return dict(zip([d[0] for d in cursor.description], row, strict=True))
+
+    def keys_reading(self, key: str) -> list[str]:
+        """The stored keys that read as `key` (SPEC §2.4): the key itself, and any variant a
+        cache written before the door normalised holds (composed differently, a zero-width
+        space inside); sorted."""
+        wanted = normal(key)
+        rows = self._db.execute("SELECT DISTINCT key FROM profile_items").fetchall()
+        return sorted(k for (k,) in rows if k == wanted or normal(k) == wanted)
 
     def items(self, key: str | None = None) -> list[dict[str, Any]]:
         sql = f"SELECT {_ITEM_COLUMNS} FROM profile_items"
@@ -178,6 +197,7 @@ class ProfileStore:
         """Count one turn's evidence; promote; return the sync writes the change owes. The cost
         does not grow with the item's evidence: counts come from the index, the provenance
         lists get the new ids appended (evidence only ever arrives newest last)."""
+        cand = normal_candidate(cand)
         if self._privacy.never_stored(self.categories_of(cand)):
             return []  # `store: never`: not written at all
         now = self._clock.now()
@@ -334,6 +354,7 @@ class ProfileStore:
     def put_confirmed(self, fields: dict[str, Any]) -> None:
         """Take a cloud-confirmed item (sync `updates.profile_items`): it replaces the item of the
         same key; provenance lists given by the cloud are kept as given."""
+        fields = fields | {"key": normal(fields["key"]), "value": normal_value(fields["value"])}
         category = self.category_of(fields["key"], fields["value"], fields.get("category"))
         cand = CandidateIn(fields["key"], fields["value"], category, fields.get("confidence"))
         known = self._privacy.known()
@@ -373,5 +394,10 @@ class ProfileStore:
         supersede(self._db, cand.key, item["item_id"], now)  # a cloud item replacing a value
 
     def delete_key(self, key: str) -> int:
-        """Remove every item of `key` (a cloud `deleted_profile_keys` entry)."""
-        return int(self._db.execute("DELETE FROM profile_items WHERE key = ?", [key]).rowcount)
+        """Remove every item of `key` (a cloud `deleted_profile_keys` entry), variants of the
+        key made before included (`keys_reading`)."""
+        removed = 0
+        for stored in self.keys_reading(key):
+            found = self._db.execute("DELETE FROM profile_items WHERE key = ?", [stored])
+            removed += int(found.rowcount)
+        return removed

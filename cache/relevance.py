@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from a2a_common.text import normal
+
 _WORD = re.compile(r"[0-9A-Za-z\uac00-\ud7a3]+")
 
 # concept → the words that name it (utterance side) and the key fragments that carry it
@@ -81,7 +83,7 @@ def _rooms_of(context: Mapping[str, Any] | None) -> frozenset[str]:
     rooms = context.get("rooms")
     if isinstance(rooms, list):
         found += rooms[:64]
-    return frozenset(r for r in found if isinstance(r, str) and 0 < len(r) <= 40)
+    return frozenset(normal(r) for r in found if isinstance(r, str) and 0 < len(r) <= 40)
 
 
 def concepts_in(text: str, rooms: Iterable[str] = ()) -> frozenset[str]:
@@ -93,7 +95,7 @@ def concepts_in(text: str, rooms: Iterable[str] = ()) -> frozenset[str]:
 
 
 def query(utterance: str, device_context: Mapping[str, Any] | None = None) -> Query:
-    text = utterance if isinstance(utterance, str) else ""
+    text = normal(utterance) if isinstance(utterance, str) else ""  # SPEC §2.4 (console, CLI)
     rooms = _rooms_of(device_context)
     return Query(text, text.lower(), grams(text), concepts_in(text, rooms), rooms)
 

@@ -26,6 +26,7 @@ from pydantic import (
 
 from a2a_common.clock import iso
 from a2a_common.jsonx import canonical
+from a2a_common.text import normal_value
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +37,7 @@ _PRINTABLE = r"^[^\x00-\x1f\x7f]*$"  # no control characters in a name
 
 
 def _cut_text(value: Any, info: ValidationInfo) -> Any:
+    value = normal_value(value)  # SPEC 2.4: NFC, no format characters, before the cut
     if isinstance(value, str) and len(value) > TEXT_MAX:
         log.warning(
             "cloud field %s cut from %d to %d characters", info.field_name, len(value), TEXT_MAX
@@ -53,7 +55,8 @@ def _small_value(value: Any) -> Any:
 
 Text = Annotated[str, BeforeValidator(_cut_text)]
 CloudId = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=_PRINTABLE)]
-ProfileKey = CloudId
+# a key and a value are taken as SPEC 2.4 says (NFC, no format characters) before their rules
+ProfileKey = Annotated[CloudId, BeforeValidator(normal_value)]
 Route = Annotated[str, StringConstraints(max_length=32, pattern=_PRINTABLE)]  # "" = none
 WorkflowRef = Annotated[str, StringConstraints(max_length=96, pattern=_PRINTABLE)]  # "" = none
 Category = Annotated[
@@ -64,7 +67,7 @@ Category = Annotated[
 ]
 # "" is no category, as absent is
 OptCategory = Annotated[Category | None, BeforeValidator(lambda v: None if v == "" else v)]
-ProfileValue = Annotated[Any, AfterValidator(_small_value)]
+ProfileValue = Annotated[Any, BeforeValidator(normal_value), AfterValidator(_small_value)]
 Instant = Annotated[AwareDatetime, PlainSerializer(iso, return_type=str)]
 IdList = Annotated[list[CloudId], Field(max_length=IDS_MAX)]
 

@@ -29,6 +29,7 @@ from pydantic import (
     model_validator,
 )
 
+from a2a_common.text import normal_value
 from edge.store.consent import MAX_TTL_S, SCOPE_PATTERN
 from taskmanager import CallbackStatus
 
@@ -37,12 +38,22 @@ class _Inbound(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
 
+def _normal_in(cls: Any, value: Any) -> Any:
+    """A field's strings as SPEC 2.4 takes them (`a2a_common.text`); other types unchanged
+    for the field's own rules to refuse."""
+    return normal_value(value)
+
+
 class TurnRequestMsg(_Inbound):
     turn_id: StrictStr = Field(min_length=1, max_length=128)
     recognized_text: StrictStr = Field(min_length=1, max_length=4000)
     session_id: StrictStr | None = Field(None, min_length=1, max_length=128)
     device_context: dict[str, Any] | None = None
     spoken_at: datetime | None = None  # ISO-8601 with a zone: when the user spoke (SPEC 2)
+
+    # SPEC 2.4: the text is taken (stored, fingerprinted, sent) in NFC without format
+    # characters, before its length rules: an NFD repeat of an NFC turn is the same text
+    _normal_text = field_validator("recognized_text", mode="before")(_normal_in)
 
     @field_validator("spoken_at", mode="before")
     @classmethod
@@ -103,6 +114,8 @@ class ForgetMsg(_Inbound):
     scope: Literal["pair", "session", "profile_key", "all"]
     id: StrictStr | None = Field(None, min_length=1, max_length=128)
     with_sources: StrictBool = True  # profile_key: its source pairs go too (SPEC 5.5)
+
+    _normal_id = field_validator("id", mode="before")(_normal_in)  # a key as SPEC 2.4 takes it
 
     @model_validator(mode="after")
     def _id_unless_all(self) -> ForgetMsg:
@@ -184,6 +197,7 @@ class AdminRequestMsg(_Inbound):
         "consent.revoke",
     ]
     args: dict[str, Any] = {}
+    _normal_args = field_validator("args", mode="before")(_normal_in)  # keys, ids: SPEC 2.4
     # optional deadline (ISO-8601 with a zone): past it (and a small grace) the request is
     # refused `expired` and nothing is applied — the CLI has reported it failed by then
     expires_at: AwareDatetime | None = None
