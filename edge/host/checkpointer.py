@@ -36,10 +36,15 @@ failing with "database is locked". Here the busy timeout is `BUSY_MS`, which bou
 reader is waited for while the writer is held; a checkpoint that could not finish is tried again
 later (backing off to 1 s), never waited for.
 
-A reader holding an old snapshot (a CLI read, a console's open transaction) pins the log: no
-checkpoint may copy past it nor restart the log, and the WAL grows while it lasts — short of
-stalling the writer, nothing bounds that. It is reported (`health()`: `wal_blocked_s`, a
-WARNING once per episode) and the bound is restored as soon as the reader ends.
+A reader holding an old snapshot pins the log: no checkpoint may copy past it nor restart the
+log, and the WAL grows while it lasts — short of stalling the writer, nothing bounds that. The
+project's own readers (CLI, console, metrics) hold none longer than a statement: they read
+through autocommit statements into lists and close the DB before they print (SPEC §6: never
+longer than 1 s). So a checkpoint kept from finishing for `REPORT_AFTER_S` is a reader outside
+the project: it is reported — a WARNING once per episode naming `storage.max_wal_mb`,
+`problem()` (the service is `degraded` in STATUS=, the retained status and `a2a-edge status`),
+`wal_blocked_s` in the heartbeat — and the bound is restored within a poll or two of the
+reader's end (the periodic pass keeps trying while it is blocked).
 
 After a forget (`truncate()`), no page of the forgotten text may stay in the WAL: a TRUNCATE
 is owed until one succeeds, retried here (`wal_residue` in `health()`, and the STATUS= line)
@@ -258,13 +263,22 @@ class Checkpointer:
         }
 
     def note(self) -> str:
-        """What the STATUS= line should say of the WAL; empty when all is well."""
+        """What the STATUS= line should say of the WAL besides `problem()`; empty when all is
+        well."""
         if self.residue:
             return "; forgotten data still in the WAL, retrying"
-        blocked = self.blocked_s()
-        if blocked is not None:
-            return f"; WAL checkpoint blocked by a reader for {blocked:.0f}s"
         return ""
+
+    def problem(self) -> str | None:
+        """A reader outside the service pins the log (SPEC §6): the service is degraded. The
+        text stays the same for the whole episode (a changed problem re-publishes the retained
+        status); how long and how large are `wal_blocked_s` and `wal_bytes`."""
+        if self.blocked_s() is None:
+            return None
+        return (
+            "WAL checkpoints blocked by a reader outside the service: the WAL may grow past"
+            f" its bound (storage.max_wal_mb = {self.max_wal_bytes / 2**20:g}) until it ends"
+        )
 
     def close(self) -> None:
         """Stop the thread (waits for a checkpoint still running) and close the connection."""
@@ -376,9 +390,10 @@ class Checkpointer:
             self._reported = True
             log.warning(
                 "WAL checkpoint blocked for %.0fs by a reader holding an old snapshot: the WAL"
-                " is %.1f MB (bound %.0f MB)%s; it is checkpointed as soon as the reader ends",
+                " is %.1f MB (bound storage.max_wal_mb = %g)%s; it may grow past the bound"
+                " until that reader ends, and is checkpointed as soon as it does",
                 now - self._blocked_since,
-                self.wal_bytes / 1e6,
+                self._wal_size() / 2**20,
                 self.max_wal_bytes / 2**20,
                 ", forgotten data still in it" if self.residue else "",
             )

@@ -109,6 +109,9 @@ class Health:
             problems.append(f"state DB refuses writes: {', '.join(others)} held")
         if self.heartbeat_error:
             problems.append(f"heartbeat not written: {self.heartbeat_error}")
+        pinned = self.app.checkpointer.problem()  # SPEC §6: a reader outside pins the WAL
+        if pinned:
+            problems.append(pinned)
         stalled = self.app.sync_stalled_since()
         if stalled is not None:
             problems.append(f"sync makes no progress since {stalled}")

@@ -100,6 +100,32 @@ def test_a_forget_with_a_reader_open_returns_at_once_and_truncates_when_it_ends(
         checkpointer.close()
 
 
+def test_a_reader_that_pins_the_log_is_a_problem_until_it_ends(
+    db: Database, tmp_path: Path
+) -> None:
+    """SPEC §6: a checkpoint kept from finishing past 1 s is a reader outside the project; the
+    service says so (the problem degrades it) and says it no more once the reader ends."""
+    path, wal = tmp_path / "state.db", tmp_path / "state.db-wal"
+    commits = Commits(db)
+    write(commits, db, 0)
+    checkpointer = started(path)
+    try:
+        with closing(sqlite3.connect(path)) as reader:
+            reader.execute("BEGIN")
+            reader.execute("SELECT count(*) FROM filler").fetchone()
+            for n in range(1, 200):  # ~600 KB: past restart_at (256 KB)
+                write(commits, db, n)
+            problem = eventually(checkpointer.problem, 5)
+            assert "storage.max_wal_mb = 1" in problem
+            assert checkpointer.health()["wal_blocked_s"] >= 1
+            reader.execute("ROLLBACK")
+        eventually(lambda: checkpointer.problem() is None, 5)
+        write(commits, db, 200)  # the next write starts the restarted log over and trims it
+        eventually(lambda: wal.stat().st_size <= MB, 5)
+    finally:
+        checkpointer.close()
+
+
 def test_without_the_thread_truncate_runs_at_once(db: Database, tmp_path: Path) -> None:
     path, wal = tmp_path / "state.db", tmp_path / "state.db-wal"
     write(Commits(db), db, 0)
