@@ -12,9 +12,10 @@ from cache.snapshot import MAX_DAILY
 FOCUS_DAILY = 31  # daily summaries a focused view chooses its 7 from (a month, newest first)
 
 
-def focused(view: CacheView, q: Query, *, standing: int, turn_minute: int) -> CacheView:
+def focused(view: CacheView, q: Query, *, standing: int, turn: int) -> CacheView:
+    """`turn`: the key the standing context's rotation starts from (`relevance.turn_key`)."""
     return replace(
         view,
-        profile_items=tuple(focus_items(view.profile_items, q, standing, turn_minute)),
+        profile_items=tuple(focus_items(view.profile_items, q, standing, turn)),
         daily_summaries=tuple(focus_daily(view.daily_summaries, q, MAX_DAILY)),
     )

@@ -22,7 +22,7 @@ from cache.lasting import LastingCache
 from cache.model import CacheView, CandidateIn, PromotionPolicy, SessionRow, SyncPosition
 from cache.privacy import PrivacyPolicy
 from cache.profile import ProfileStore
-from cache.relevance import query
+from cache.relevance import query, turn_key
 from cache.retention import Sweeper
 from cache.sessions import choose_session
 from cache.snapshot import MAX_DAILY, Snapshot, build_snapshot
@@ -203,7 +203,7 @@ class Memory:
                 self.view(session_id, max_daily=FOCUS_DAILY),
                 query(utterance, device_context),
                 standing=self.policy.standing_items,
-                turn_minute=int(self._clock.now().timestamp() // 60),
+                turn=turn_key(self.store.turn_ordinal(), int(self._clock.now().timestamp() // 60)),
             )
         return build_snapshot(view, self.policy.snapshot_budget_bytes, self.policy.recent_pairs)
 

@@ -15,15 +15,19 @@ utterance three ways, strongest first:
   cheaper than a round trip to an index).
 
 Matched items rank by score, then the cloud's `relevance_score`, confidence, recency. Unmatched
-items are *standing context*: at most `standing` of them go with a turn, taken in turns (a
-rotation keyed on the turn's minute), so no item goes out with every answer merely for being
-old and confident. Everything here is a function of the view, the utterance, the device context
-and the clock: same inputs, same order.
+items are *standing context*: at most `standing` of them go with a turn, taken in turns — a
+window of `standing` slots on a ring of at least `2 * standing` slots (the unmatched items, then
+empty slots when there are fewer), placed by the turn's key — so no item goes out with every
+answer merely for being old and confident: however few they are, an unmatched item goes with
+at most half of the turns (issue 30: with one or two items the ring used to be their own
+number, and a lone `hobby` went out 20 turns of 20). Everything here is a function of the
+view, the utterance, the device context and the turn's key: same inputs, same order.
 """
 
 from __future__ import annotations
 
 import re
+import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -175,14 +179,24 @@ def _sides_of(entries: Sequence[Any], daily: bool) -> _Sides:
     return kept
 
 
-def rotate(unmatched: Sequence[Any], standing: int, turn_minute: int) -> list[Any]:
-    """`standing` of the unmatched items, in turns: the window moves by one each minute."""
+def rotate(unmatched: Sequence[Any], standing: int, turn_key: int) -> list[Any]:
+    """At most `standing` of the unmatched items, in turns: a window of `standing` slots on a
+    ring of `max(len(unmatched), 2 * standing)` slots (empty ones after the items), starting at
+    `turn_key` modulo its size — each item is in at most half of the windows."""
     if standing <= 0 or not unmatched:
         return []
-    if len(unmatched) <= standing:
-        return list(unmatched)
-    start = turn_minute % len(unmatched)
-    return [unmatched[(start + i) % len(unmatched)] for i in range(standing)]
+    ring = max(len(unmatched), 2 * standing)
+    start = turn_key % ring
+    slots = ((start + i) % ring for i in range(standing))
+    return [unmatched[slot] for slot in slots if slot < len(unmatched)]
+
+
+def turn_key(turn: int, minute: int) -> int:
+    """Where a turn's window of standing context starts: a fixed hash of the turn's ordinal
+    (each recorded turn has its own, so turns within one minute differ) and its minute (so
+    snapshots taken between turns move too). Deterministic: the same cache and clock, the
+    same key."""
+    return zlib.crc32(f"{turn}:{minute}".encode())
 
 
 def _value_text(value: Any) -> str:
@@ -205,14 +219,14 @@ def _ranked(items: Sequence[Any], scores: Sequence[int], newest: list[int]) -> l
     )
 
 
-def focus_items(items: Sequence[Any], q: Query, standing: int, turn_minute: int) -> list[Any]:
+def focus_items(items: Sequence[Any], q: Query, standing: int, turn: int) -> list[Any]:
     """Profile items for this turn: the matched ones ranked, then standing context in turns."""
     sides = _sides_of(items, daily=False)
     scores = sides.scores(q)
     ranked = _ranked(items, scores, sides.newest)
     matched = [items[i] for i in ranked if scores[i] > 0]
     unmatched = [items[i] for i in ranked if scores[i] == 0]
-    return matched + rotate(unmatched, standing, turn_minute)
+    return matched + rotate(unmatched, standing, turn)
 
 
 def focus_daily(daily: Sequence[Any], q: Query, limit: int) -> list[Any]:

@@ -55,6 +55,12 @@ class CacheStore:
             [pair_id, turn_id, session_id, text, iso(now)],
         )
 
+    def turn_ordinal(self) -> int:
+        """A number each recorded utterance moves on (the pairs' largest rowid; 0 for none):
+        the turn's part of the standing context's rotation (`relevance.turn_key`)."""
+        row = self._db.execute("SELECT max(rowid) FROM pairs").fetchone()
+        return int(row[0] or 0)
+
     def pending_turns(self) -> list[tuple[str, str]]:
         """(turn_id, pair_id) of utterances recorded but never answered."""
         rows = self._db.execute(
