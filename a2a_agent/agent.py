@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 import paho.mqtt.client as paho
@@ -228,10 +229,17 @@ class DeviceAgent:
         with self._lock:
             return self._tasks.get(task_id)
 
-    def publish_callback(self, body: Mapping[str, Any]) -> None:
+    def publish_callback(self, body: Mapping[str, Any], capability_id: str | None = None) -> None:
         """Send a callback body as it is, with no `seq` bookkeeping: `Task` reports use it;
-        call it yourself only to break the protocol on purpose (tests of the runtime)."""
-        self.publish("task/callback", body)
+        call it yourself only to break the protocol on purpose (tests of the runtime). It goes
+        on its capability's own topic, `P/task/callback/<capability_id>` (SPEC §2: the broker's
+        ACL lets an agent write only its own): `capability_id`, else that of the task it names;
+        the shared `P/task/callback` of the first contract only for a task this agent never
+        took."""
+        if capability_id is None:
+            task = self.task(str(body.get("task_id")))
+            capability_id = task.capability_id if task is not None else None
+        self.publish(f"task/callback/{capability_id}" if capability_id else "task/callback", body)
 
     def publish(
         self, kind: str, body: Mapping[str, Any], *, qos: int = 1, retain: bool = False
@@ -294,11 +302,12 @@ class DeviceAgent:
         if self._redelivered(task_id, body):
             return
         body.setdefault("capability_id", topic.rsplit("/", 1)[-1])
+        capability = str(body["capability_id"])  # its callbacks go to this one's topic
         route = self._route(str(body["capability_id"]), str(body.get("operation_id")))
         task = Task(
             body,
             lock=self._lock,
-            send=self.publish_callback,
+            send=partial(self.publish_callback, capability_id=capability),
             clock=self._clock,
             evidence_keys=route.evidence if route else None,
             received_at=received_at,
@@ -336,7 +345,7 @@ class DeviceAgent:
             if isinstance(attempt, int) and attempt > task.attempt:
                 task.attempt = attempt
             if task.last is not None:
-                self.publish_callback(task.last)
+                self.publish_callback(task.last, task.capability_id)
         self._call(self._hooks[1], "command", body, task)
         return True
 
@@ -372,7 +381,7 @@ class DeviceAgent:
         with self._lock:
             if task.terminal or task.cancel_requested:
                 if task.last is not None and task.terminal:
-                    self.publish_callback(task.last)  # the end the runtime may have missed
+                    self.publish_callback(task.last, task.capability_id)  # the end it missed
                 return
             reason = body.get("reason")
             task._request_cancel(reason if isinstance(reason, str) else None)
@@ -391,7 +400,8 @@ class DeviceAgent:
     def _take_refusal(self, body: dict[str, Any]) -> None:
         """A refusal of a callback: `ref` names the task and seq (SPEC §2.4). One without `ref`
         (older runtimes) may be any agent's; it is passed on with no task."""
-        if body.get("topic") != f"{self.root}/task/callback":
+        topic = body.get("topic")
+        if not isinstance(topic, str) or not self._callback_topic(topic):
             return
         ref = body.get("ref") if isinstance(body.get("ref"), dict) else None
         task_id = ref.get("task_id") if ref else None
@@ -412,6 +422,18 @@ class DeviceAgent:
                 task.refusals.append(refusal)
         if self._hooks[0] is not None:
             self._urgent.submit(self._call, self._hooks[0], refusal, task)
+
+    def _callback_topic(self, topic: str) -> bool:
+        """One of the callback topics this agent writes: the shared one, or its own
+        capabilities' (`+` served: any capability's)."""
+        shared = f"{self.root}/task/callback"
+        if topic == shared:
+            return True
+        if not topic.startswith(shared + "/"):
+            return False
+        with self._lock:
+            capabilities = {capability for capability, _op in self._routes}
+        return ANY in capabilities or topic[len(shared) + 1 :] in capabilities
 
     def _call(self, hook: Callable[..., None] | None, *args: Any) -> None:
         if hook is None:

@@ -201,6 +201,7 @@ class Task:
                 "reason": reason,
                 "evidence": self._allowed(evidence),
                 "ts": self._clock().isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+                "attempt": self.attempt,  # the latest command it answers (SPEC 2.2)
             }
             return self.last
 

@@ -320,19 +320,38 @@ class TaskManager:
             self._out.publish(report)
         return Result(commands=sum(isinstance(m, Command) for m in out.messages))
 
-    def verdict(self, task_id: str, seq: int, status: str = "") -> str:
+    def verdict(
+        self,
+        task_id: str,
+        seq: int,
+        status: str = "",
+        *,
+        capability_id: str | None = None,
+        attempt: int | None = None,
+    ) -> str:
         """What a callback is before it is applied: `apply` (its task runs, or a cancelled
         task confirms its stop, SPEC 4.2), `duplicate` (a seq at or below the last applied one
-        of an ended task), `terminal` (a new seq for an ended task: refused, SPEC 2.4) or
-        `unknown` (no such task here)."""
+        of an ended task), `terminal` (a new seq for an ended task: refused, SPEC 2.4),
+        `unknown` (no such task here), `wrong_capability` (it came on another capability's
+        callback topic than its task's: only that agent speaks for it, SPEC 4.5) or
+        `not_dispatched` (its step was never dispatched, or not under that `attempt`: the
+        real agent's seq must stay free). `capability_id` is the one its topic names (None:
+        the shared `P/task/callback`)."""
         workflow_id, _, step_id = task_id.rpartition(":")
         wf = self.board.workflows.get(workflow_id)
         step = wf.step(step_id) if wf else None
+        watched = self.watches.find(task_id)
+        owner = watched.capability_id if watched else step.capability_id if step else None
+        if capability_id is not None and owner is not None and owner != capability_id:
+            return "wrong_capability"
+        if step is not None and attempt is not None and attempt > step.attempt:
+            return "not_dispatched"  # an attempt the runtime never sent
         if step is not None and not step.terminal:
-            return "apply"
-        watched = self.watches.verdict(task_id, seq, status)
+            return "apply" if step.kind == "task" and step.status != "QUEUED" else "not_dispatched"
         if watched is not None:
-            return "apply" if watched == "confirm" else watched
+            outcome = self.watches.verdict(task_id, seq, status)
+            assert outcome is not None
+            return "apply" if outcome == "confirm" else outcome
         if task_id.endswith(STOP_SUFFIX):  # a safe stop's callback after its cancel confirmed
             known = self.store.last_seq(task_id.removesuffix(STOP_SUFFIX)) is not None
             return "duplicate" if known else "unknown"

@@ -307,15 +307,19 @@ class DeviceApp:
 
     # --- workflows --------------------------------------------------------------------------
     def take_callback(self, msg: TaskCallbackMsg, arrival: Arrival) -> None:
-        verdict = self.tm.verdict(msg.task_id, msg.seq, msg.status)
-        ref = {"task_id": msg.task_id, "seq": msg.seq}
-        if verdict == "unknown":  # refused, and nothing written: not even a dedupe mark
-            refusal = Refusal("unknown_task", f"no task {msg.task_id} on this robot")
-            self.refuse(arrival.topic, refusal, ref=ref)
-            return
-        if verdict == "terminal":
-            refusal = Refusal("task_terminal", f"{msg.task_id} has ended; seq {msg.seq} is new")
-            self.refuse(arrival.topic, refusal, ref=ref)
+        capability = self.topics.callback_capability(arrival.topic)
+        verdict = self.tm.verdict(
+            msg.task_id, msg.seq, msg.status, capability_id=capability, attempt=msg.attempt
+        )
+        refused = {  # refused, and nothing written: not even a dedupe mark (SPEC 2.4, 4.5)
+            "unknown": ("unknown_task", f"no task {msg.task_id} on this robot"),
+            "terminal": ("task_terminal", f"{msg.task_id} has ended; seq {msg.seq} is new"),
+            "wrong_capability": ("wrong_capability", f"{msg.task_id} is no task of {capability}"),
+            "not_dispatched": ("not_dispatched", f"{msg.task_id} not dispatched (attempt)"),
+        }.get(verdict)
+        if refused is not None:
+            ref = {"task_id": msg.task_id, "seq": msg.seq}
+            self.refuse(arrival.topic, Refusal(*refused), ref=ref)
             return
         key = f"callback:{msg.task_id}:{msg.seq}"
         if verdict == "duplicate" or self.dedupe.seen(key):

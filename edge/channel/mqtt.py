@@ -163,7 +163,9 @@ class MqttChannel:
             return
         self._generation += 1
         self._accepted = True
-        if not flags.session_present and self._subscriptions:
+        # a kept session is subscribed again once per process: one an older version left may
+        # lack a topic this one takes (`P/task/callback/+`); SUBSCRIBE only replaces the same
+        if self._subscriptions and (not flags.session_present or self._generation == 1):
             _rc, self._subscribe_mid = client.subscribe(
                 [(topic, 1) for topic in self._subscriptions]
             )

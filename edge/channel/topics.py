@@ -89,6 +89,7 @@ class TaskCallbackMsg(_Inbound):
     reason: StrictStr | None = Field(None, max_length=200)
     evidence: Any = None  # any JSON: the TaskManager's allowlist keeps what it may (SPEC 4.5)
     ts: StrictStr | None = Field(None, max_length=64)
+    attempt: StrictInt | None = Field(None, ge=1, lt=2**31)  # the command's it answers
 
     @field_validator("progress")
     @classmethod
@@ -259,6 +260,13 @@ class Topics:
 
     def task_cancel(self, capability_id: str) -> str:
         return self._t(f"task/cancel/{capability_id}")
+
+    def callback_capability(self, topic: str) -> str | None:
+        """The capability a callback topic names (`P/task/callback/<capability_id>`, SPEC 2);
+        None for the shared `P/task/callback`."""
+        kind = self.kind_of(topic) or ""
+        head, _, capability = kind.partition("task/callback/")
+        return capability if not head and capability else None
 
 
 REF_KEYS = ("turn_id", "event_id", "request_id", "task_id", "seq", "observation_id", "workflow_id")

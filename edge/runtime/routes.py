@@ -48,7 +48,8 @@ def route_table(app: DeviceApp) -> dict[str, Route[Any]]:
     return {
         "turn/request": Route(TurnRequestMsg, app.take_turn, app.reject_turn),
         "device/context": Route(DeviceContextMsg, app.take_device_context),
-        "task/callback": Route(TaskCallbackMsg, app.take_callback),
+        "task/callback": Route(TaskCallbackMsg, app.take_callback),  # the shared one (SPEC 2)
+        "task/callback/+": Route(TaskCallbackMsg, app.take_callback),  # one per capability
         "pui/event": Route(PuiEventMsg, app.take_pui, app.reject_pui),
         "workflow/request": Route(WorkflowRequestMsg, app.take_workflow),
         "admin/request": Route(AdminRequestMsg, app.take_admin),
@@ -67,6 +68,13 @@ class Router:
         return [self._topics.under(kind) for kind in self._table]
 
     def route(self, topic: str) -> Route[Any] | None:
-        """The route of an inbound topic of this device; None for any other topic."""
+        """The route of an inbound topic of this device; None for any other topic. A kind
+        ending in `/+` takes every topic one level below it (`task/callback/<capability>`)."""
         kind = self._topics.kind_of(topic)
-        return None if kind is None else self._table.get(kind)
+        if kind is None:
+            return None
+        route = self._table.get(kind)
+        head, _, last = kind.rpartition("/")
+        if route is None and head and last not in ("", "+", "#"):
+            route = self._table.get(f"{head}/+")
+        return route

@@ -21,7 +21,8 @@ from tests.a2a_agent.workflows import one_step
 from tests.conftest import ROOT, RuntimeFactory, eventually
 
 EVENTS = f"{ROOT}/workflow/event"
-CALLBACKS = f"{ROOT}/task/callback"
+CALLBACKS = f"{ROOT}/task/callback/speaker"  # each agent writes its own topic (SPEC 2)
+MOVES = f"{ROOT}/task/callback/mobility"
 
 
 class AgentFactory(Protocol):
@@ -159,7 +160,7 @@ def test_a_cancel_reaches_the_handler_and_the_workflow_ends_cancelled(
     probe.publish(f"{ROOT}/pui/event", {"event_id": "pui-agent", "kind": "cancel"})
     assert ended(probe, "wf-stop", "WORKFLOW_CANCELLED")["reason"] == "pui"
     final = probe.wait_for(
-        CALLBACKS, lambda b: b["task_id"] == "wf-stop:move" and b["status"] == "CANCELLED"
+        MOVES, lambda b: b["task_id"] == "wf-stop:move" and b["status"] == "CANCELLED"
     )
     assert final["reason"] == "pui" and final["seq"] == 2
     assert stopped == ["pui"] and handler_done.wait(5)
@@ -291,7 +292,7 @@ def test_a_cancel_reaches_its_hook_while_every_worker_is_busy(
         )
         probe.publish(f"{ROOT}/pui/event", {"event_id": "pui-busy", "kind": "cancel"})
         final = probe.wait_for(
-            CALLBACKS, lambda b: b["task_id"] == "wf-busy:move" and b["status"] == "CANCELLED"
+            MOVES, lambda b: b["task_id"] == "wf-busy:move" and b["status"] == "CANCELLED"
         )
         assert final["reason"] == "pui" and stopped == ["pui"]
     finally:

@@ -32,7 +32,7 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "device-agents.md"
 BLOCK = re.compile(r"^```(sh|python)\n# doc-test: (\S+)\n(.*?)^```", re.M | re.S)
 EVENTS = f"{ROOT}/workflow/event"
 ERRORS = f"{ROOT}/runtime/error"
-CALLBACK_TOPIC = f"{ROOT}/task/callback"
+CALLBACK_TOPIC = f"{ROOT}/task/callback/mobility"  # the agent's own (SPEC 2)
 CLIENTS = shutil.which("mosquitto_pub") and shutil.which("mosquitto_sub")
 NO_CLIENTS = "no mosquitto_pub/mosquitto_sub (apt-get install mosquitto-clients): guide not run"
 
