@@ -2,8 +2,11 @@
 replaceable by a file named in config. Validated when loaded; a bad catalog stops the start.
 
 An operation's `terminal_evidence` is its evidence allowlist (SPEC §4.5): a list whose entries are
-a key (`"arrived_room"`: any bounded scalar value) or `{"key": …, "values": […]}` (only these
-values; `vital_app.start_session` has `vital_interaction_ended` ∈ {completed, cancelled})."""
+a key (`"arrived_room"`: any bounded scalar value) or `{"key": …, "values": […], "arg": …}` (only
+these values; `vital_app.start_session` has `vital_interaction_ended` ∈ {completed, cancelled}).
+`arg` names the command argument whose target the evidence reports (`move_to_room`'s
+`arrived_room` answers its `room`): evidence that names another target than the command's
+argument proves nothing (SPEC §4.5, taskmanager/evidence.py)."""
 
 from __future__ import annotations
 
@@ -20,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from taskmanager.errors import CatalogError
 
 EVIDENCE_KEY = r"^[A-Za-z0-9_.\-]{1,64}$"
+ARG_NAME = r"^[A-Za-z0-9_.\-]{1,64}$"  # a command argument an evidence key answers
 Scalar = str | bool | int | float
 
 
@@ -43,10 +47,12 @@ class _OperationModel(BaseModel):
 
 @dataclass(frozen=True)
 class EvidenceKey:
-    """One allowed evidence key; `values` None: any bounded scalar."""
+    """One allowed evidence key; `values` None: any bounded scalar; `arg`: the command argument
+    it must agree with (None: it names no target of the command)."""
 
     key: str
     values: tuple[Scalar, ...] | None = None
+    arg: str | None = None
 
 
 @dataclass(frozen=True)
@@ -79,11 +85,16 @@ def _scalar(value: object) -> bool:
 
 
 def _entry(index: int, entry: object) -> EvidenceKey:
-    """A key, or `{"key", "values"}`; a ValueError that says which entry and why."""
+    """A key, or `{"key", "values"?, "arg"?}`; a ValueError that says which entry and why."""
+    arg = None
     if isinstance(entry, dict):
-        if set(entry) - {"key", "values"} or "key" not in entry:
-            raise ValueError(f"entry {index}: an object has `key` and optional `values` only")
-        key, values = entry["key"], entry.get("values")
+        if set(entry) - {"key", "values", "arg"} or "key" not in entry:
+            raise ValueError(
+                f"entry {index}: an object has `key` and optional `values` and `arg` only"
+            )
+        key, values, arg = entry["key"], entry.get("values"), entry.get("arg")
+        if arg is not None and not (isinstance(arg, str) and re.fullmatch(ARG_NAME, arg)):
+            raise ValueError(f"entry {index}: `arg` is an argument name matching {ARG_NAME}")
         if values is not None and not (
             isinstance(values, list) and values and all(_scalar(v) for v in values)
         ):
@@ -92,7 +103,7 @@ def _entry(index: int, entry: object) -> EvidenceKey:
         key, values = entry, None
     if not isinstance(key, str) or not re.fullmatch(EVIDENCE_KEY, key):
         raise ValueError(f"entry {index}: a key is a string matching {EVIDENCE_KEY}")
-    return EvidenceKey(key, None if values is None else tuple(values))
+    return EvidenceKey(key, None if values is None else tuple(values), arg)
 
 
 def _evidence(entries: list[Any]) -> tuple[EvidenceKey, ...]:

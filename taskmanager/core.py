@@ -74,8 +74,10 @@ def _on_callback(board: Board, cb: Callback, ctx: Ctx) -> None:
         fail(wf, step, cb.status, cb.reason, ctx)
     elif cb.status == "CANCELLED":
         end_step(wf, step, "CANCELLED", cb.reason or "device", ctx, cb.evidence)
-    elif cb.status == "COMPLETED" and (missing := check_completion(wf, step, cb.evidence, ctx)):
-        end_step(wf, step, "FAILED", missing, ctx, cb.evidence)  # SPEC 4.5: evidence_missing
+    elif cb.status == "COMPLETED" and (
+        unproved := check_completion(wf, step, cb.evidence, ctx, cb.contradicted)
+    ):  # SPEC 4.5: evidence_missing, evidence_mismatch
+        end_step(wf, step, "FAILED", unproved, ctx, cb.evidence)
     else:
         end_step(wf, step, cb.status, cb.reason, ctx, cb.evidence)
 

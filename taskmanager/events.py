@@ -27,6 +27,7 @@ class Callback:
     evidence: Any = None  # as the agent sent it; `TaskManager.callback` screens it (evidence.py)
     ask_timeout_s: float = 300.0  # how long a NEEDS_USER_INPUT waits for the user
     dropped: tuple[Dropped, ...] = ()  # what the screen took out of the agent's evidence
+    contradicted: tuple[str, ...] = ()  # kept evidence keys naming another target (SPEC 4.5)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,14 @@ no user words or readings): `screen_reason` keeps it only when it matches `REASO
 (`path_blocked`, `e.bus:timeout-3`); any other text ("혈압 150 VR2 measured") is replaced by
 `agent_reason_withheld` before it is stored, evented or reported, and warned once per
 (capability, operation), without the text.
+
+Evidence must agree with the command it answers (SPEC §4.5): a kept key whose catalog entry
+names an `arg` (`arrived_room` ↔ `room`, `purifier_mode` ↔ `mode`) contradicts the command when
+the command has that argument and the value is another one. Texts are compared as people read
+them (a2a_common/text.py: NFC, format characters removed — 안방 composed, decomposed or with a
+zero-width space inside is one room); a string is never the number it spells,
+`true` is never `1`. A contradicted key is kept (it is an allowlisted scalar, the operator sees
+where the robot went) and named in `Screened.contradicted`; what it means is taskmanager/goal.py's.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from a2a_common.text import same_text
 from taskmanager.catalog import EvidenceKey, Operation
 
 MAX_TEXT = 256
@@ -52,6 +61,7 @@ class Dropped:
 class Screened:
     kept: dict[str, Any] | None  # None when nothing is left
     dropped: tuple[Dropped, ...] = ()
+    contradicted: tuple[str, ...] = ()  # kept keys naming another target than the command's
 
 
 def _value_fault(value: object) -> str | None:
@@ -75,32 +85,49 @@ def _same(a: object, b: object) -> bool:
     )
 
 
+def agrees(value: object, commanded: object) -> bool:
+    """Evidence `value` names the target the command's argument `commanded` names."""
+    if isinstance(value, str) and isinstance(commanded, str):
+        return same_text(value, commanded)
+    return _same(value, commanded)
+
+
 def _fault(entry: EvidenceKey, value: object) -> str | None:
     fault = _value_fault(value)
     listed = entry.values is None or any(_same(value, v) for v in entry.values)
     return fault if fault is not None or listed else VALUE_NOT_ALLOWED
 
 
-def screen_evidence(operation: Operation | None, raw: object) -> Screened:
-    """The evidence to keep of `raw` under `operation`'s allowlist (None: an empty list), and
-    what was dropped and why."""
+def screen_evidence(
+    operation: Operation | None, raw: object, args: dict[str, Any] | None = None
+) -> Screened:
+    """The evidence to keep of `raw` under `operation`'s allowlist (None: an empty list), what
+    was dropped and why, and which kept keys contradict the command's `args`."""
     if raw is None:
         return Screened(None)
     if not isinstance(raw, dict):
         return Screened(None, (Dropped(None, NOT_AN_OBJECT),))
     kept: dict[str, Any] = {}
     dropped: list[Dropped] = []
+    contradicted: list[str] = []
     for key, value in raw.items():
         entry = operation.evidence_key(key) if operation is not None else None
         if entry is None:
             dropped.append(Dropped(str(key), NOT_ALLOWED))
             continue
         fault = _fault(entry, value)
-        if fault is None:
-            kept[key] = value
-        else:
+        if fault is not None:
             dropped.append(Dropped(key, fault, listed=True))
-    return Screened(kept or None, tuple(dropped))
+            continue
+        kept[key] = value
+        if (
+            entry.arg is not None
+            and args
+            and entry.arg in args
+            and not agrees(value, args[entry.arg])
+        ):
+            contradicted.append(key)
+    return Screened(kept or None, tuple(dropped), tuple(contradicted))
 
 
 def dropped_detail(dropped: tuple[Dropped, ...]) -> dict[str, Any]:

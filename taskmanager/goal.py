@@ -3,10 +3,13 @@ against the evidence its bound effects need, the success criteria at the end, se
 observations promoted into the workflows that subscribe to them, and the mode stepping down.
 
 In an `active` experience a COMPLETED without the evidence of its step's effects ends the step
-FAILED `evidence_missing` (a decision event like any FAILED); when every step is done but a
-criterion is unmet, one CRITERIA_UNMET decision is asked while the budget has room. In `shadow`
-the same checks are traced and nothing else changes. Outside an experience the trace marks a
-COMPLETED without evidence unverified."""
+FAILED `evidence_missing`, and one whose evidence contradicts the command (another room than the
+commanded one, taskmanager/evidence.py) ends it FAILED `evidence_mismatch` — bound to an effect
+or not; both are decision events like any FAILED. When every step is done but a criterion is
+unmet, one CRITERIA_UNMET decision is asked while the budget has room. In `shadow` the same
+checks are traced and nothing else changes. Outside an experience the trace marks a COMPLETED
+without evidence unverified, and one with contradicting evidence `contradicted` (unverified
+too); the step completes."""
 
 from __future__ import annotations
 
@@ -32,15 +35,27 @@ def _proved(need: dict[str, Any], evidence: dict[str, Any] | None) -> bool:
 
 
 def check_completion(
-    wf: Workflow, step: Step, evidence: dict[str, Any] | None, ctx: Ctx
+    wf: Workflow,
+    step: Step,
+    evidence: dict[str, Any] | None,
+    ctx: Ctx,
+    contradicted: tuple[str, ...] = (),
 ) -> str | None:
-    """Trace what a COMPLETED proves; `evidence_missing` when it must end FAILED instead."""
-    bound = wf.effect_bindings.get(step.step_id, [])
-    checked = wf.experience_state in ("active", "shadow") and bool(bound)
-    if not checked:
-        ctx.trace(wf, "evidence", step_id=step.step_id, verified=bool(evidence))
-        return None
-    met = [b["effect"] for b in bound if _proved(b, evidence)]
+    """Trace what a COMPLETED proves; `evidence_mismatch` (its evidence names another target
+    than the command's args) or `evidence_missing` when it must end FAILED instead."""
+    against = list(contradicted)
+    experienced = wf.experience_state in ("active", "shadow")
+    bound = wf.effect_bindings.get(step.step_id, []) if experienced else []
+    mismatch = "evidence_mismatch" if against and wf.experience_state == "active" else None
+    if not bound:
+        said: dict[str, Any] = {"contradicted": against} if against else {}
+        if against and experienced:
+            said["mode"] = wf.experience_state
+        ctx.trace(
+            wf, "evidence", step_id=step.step_id, verified=bool(evidence) and not against, **said
+        )
+        return mismatch
+    met = [b["effect"] for b in bound if _proved(b, evidence) and b["key"] not in against]
     missing = [b["effect"] for b in bound if b["effect"] not in met]
     step.effects_met = met
     ctx.trace(
@@ -48,11 +63,14 @@ def check_completion(
         "evidence",
         step_id=step.step_id,
         effects=[b["effect"] for b in bound],
-        verified=not missing,
+        verified=not missing and not against,
         missing=missing,
         mode=wf.experience_state,
+        **({"contradicted": against} if against else {}),
     )
-    return "evidence_missing" if missing and wf.experience_state == "active" else None
+    if mismatch or wf.experience_state != "active":
+        return mismatch
+    return "evidence_missing" if missing else None
 
 
 def criteria(wf: Workflow) -> dict[str, list[str]]:

@@ -247,7 +247,7 @@ class TaskManager:
         if (step is None or step.terminal) and self.watches.find(cb.task_id):
             return self._confirm(cb)
         operation = self._catalog.get(step.capability_id, step.operation_id) if step else None
-        screened = screen_evidence(operation, cb.evidence)
+        screened = screen_evidence(operation, cb.evidence, step.args if step else None)
         if screened.dropped and operation is not None:
             self._warned.warn(cb.task_id, operation, screened.dropped)
         reason = screen_reason(cb.reason)  # a code, never the agent's free text
@@ -259,6 +259,7 @@ class TaskManager:
                 reason=reason,
                 evidence=screened.kept,
                 dropped=screened.dropped,
+                contradicted=screened.contradicted,
                 ask_timeout_s=self._ask_timeout_s,
             )
         )

@@ -194,3 +194,94 @@ def test_forget_all_takes_old_workflows_and_traces_and_lets_a_running_one_run(
     workflow_event(probe, "wf-vital", "WORKFLOW_COMPLETED")  # the forget did not stop it
     doc = json.loads(state_rows("SELECT doc FROM workflows")[0][0])
     assert doc["steps"][0]["evidence"] == {"vital_interaction_ended": "completed"}
+
+
+MOVE = [
+    {"step_id": "step_go", "capability_id": "mobility", "operation_id": "move_to_room",
+     "args": {"room": "안방"}},
+    {"step_id": "step_air", "capability_id": "air_purifier", "operation_id": "start",
+     "args": {"mode": "auto"}, "depends_on": ["step_go"]},
+]  # fmt: skip
+ARRIVE_CONTRACT = {
+    "contract_version": "a2a-experience-policy-v1",
+    "experience_id": "exp-arrive",
+    "goal_summary": "",
+    "desired_effects": ["arrived_in_room", "air_purified"],
+    "success_criteria": ["arrived_in_room"],
+    "plan_binding": {"plan_id": "room_clean", "step_ids": ["step_go", "step_air"], "step_count": 2},
+}
+
+
+def move_to(probe: MqttProbe, workflow_id: str, experience: Any) -> str:
+    body = {"workflow_id": workflow_id, "plan_id": "room_clean", "steps": MOVE}
+    probe.publish(f"{ROOT}/workflow/request", {**body, "experience": experience})
+    task_id = f"{workflow_id}:step_go"
+    probe.wait_for(f"{ROOT}/task/command/mobility", lambda b: b.get("task_id") == task_id)
+    return task_id
+
+
+def arrive(probe: MqttProbe, task_id: str, room: str) -> None:
+    for seq, status, evidence in ((1, "RUNNING", None), (2, "COMPLETED", {"arrived_room": room})):
+        body = {"task_id": task_id, "seq": seq, "status": status, "evidence": evidence}
+        probe.publish(f"{ROOT}/task/callback", body)
+
+
+def purify(probe: MqttProbe, workflow_id: str) -> None:
+    """The purifier step started after the move, run to its end in the commanded mode."""
+    task_id = f"{workflow_id}:step_air"
+    probe.wait_for(f"{ROOT}/task/command/air_purifier", lambda b: b.get("task_id") == task_id)
+    for seq, status, evidence in (
+        (1, "RUNNING", None),
+        (2, "COMPLETED", {"purifier_mode": "auto"}),
+    ):
+        body = {"task_id": task_id, "seq": seq, "status": status, "evidence": evidence}
+        probe.publish(f"{ROOT}/task/callback", body)
+    workflow_event(probe, workflow_id, "WORKFLOW_COMPLETED")
+
+
+def move_evidence(state_rows: StateRows, workflow_id: str) -> list[Any]:
+    rows = state_rows(
+        "SELECT detail FROM workflow_trace WHERE workflow_id = ? AND kind = 'evidence'",
+        (workflow_id,),
+    )
+    details = [json.loads(d) for (d,) in rows]
+    return [d for d in details if d["step_id"] == "step_go"]  # the move's
+
+
+def test_arriving_in_another_room_than_the_commanded_one_proves_nothing(
+    state_rows: StateRows,
+    runtime_factory: RuntimeFactory,
+    cloud: SimCloud,
+    probe: MqttProbe,
+) -> None:
+    """Before: the move to 안방 that answered `arrived_room: 거실` completed with
+    `arrived_in_room` met, the purifier was started in the wrong room, and outside an
+    experience the trace said `verified: true`."""
+    runtime_factory()
+    arrive(probe, move_to(probe, "wf-wrong", ARRIVE_CONTRACT), "거실")
+    failed = workflow_event(probe, "wf-wrong", "FAILED")
+    assert failed["step_id"] == "step_go" and failed["reason"] == "evidence_mismatch", failed
+    asked = eventually(
+        lambda: [
+            r["body"]
+            for r in cloud.requests(REPORTS)
+            if r["body"]["workflow_id"] == "wf-wrong" and r["body"]["event"]["status"] == "FAILED"
+        ]
+    )[0]
+    assert asked["event"]["reason"] == "evidence_mismatch" and asked["decision_requested"]
+    ended = workflow_event(probe, "wf-wrong", "WORKFLOW_FAILED")  # the sim planner lets it fail
+    assert ended["reason"] == "evidence_mismatch", ended
+    commands = probe.messages(f"{ROOT}/task/command/air_purifier")
+    assert not [c for c in commands if c["task_id"].startswith("wf-wrong:")]  # not in 거실
+    (row,) = move_evidence(state_rows, "wf-wrong")
+    assert row["verified"] is False and row["contradicted"] == ["arrived_room"], row
+
+    arrive(probe, move_to(probe, "wf-plain", None), "거실")  # no experience: it completes
+    purify(probe, "wf-plain")
+    (row,) = move_evidence(state_rows, "wf-plain")
+    assert row == {"step_id": "step_go", "verified": False, "contradicted": ["arrived_room"]}, row
+
+    arrive(probe, move_to(probe, "wf-right", ARRIVE_CONTRACT), "안방")  # the commanded room
+    purify(probe, "wf-right")
+    (row,) = move_evidence(state_rows, "wf-right")
+    assert row["verified"] is True and "contradicted" not in row, row

@@ -50,8 +50,8 @@ def test_the_shipped_allowlists() -> None:
         ([{"key": "a", "values": []}], "non-empty list of scalars"),
         ([{"key": "a", "values": [[1]]}], "non-empty list of scalars"),
         ([{"key": "a", "values": [math.inf]}], "non-empty list of scalars"),
-        ([{"key": "a", "vals": ["x"]}], "`key` and optional `values` only"),
-        ([{"values": ["x"]}], "`key` and optional `values` only"),
+        ([{"key": "a", "vals": ["x"]}], "`key` and optional `values` and `arg` only"),
+        ([{"values": ["x"]}], "`key` and optional `values` and `arg` only"),
     ],
 )
 def test_a_bad_allowlist_stops_the_start(evidence: Any, says: str) -> None:
