@@ -10,6 +10,11 @@ The channel owns what `loop_start` did: connecting (the socket made in a thread)
 with backoff between `reconnect_min_s` and `reconnect_max_s`, keepalive (`loop_misc`).
 Inbound QoS 1 messages are acknowledged by the loop (`manual_ack`) only after their transaction
 committed, so an unapplied message is redelivered by the broker instead of lost.
+Outbound, paho's own memory is never a queue across an outage: at each new connection the
+channel drops every message paho still holds from before (`drop_out_messages`), so paho never
+re-sends a copy whose MQTT 5 expiry was computed before the outage. What must go out after a
+reconnect is the durable outbox's (edge/store/outbound.py), handed again from the DB only while
+a connection is up (`connection`), with an expiry computed then (SPEC 4.2).
 """
 
 from __future__ import annotations
@@ -127,6 +132,7 @@ class MqttChannel:
         self._subscribe_mid: int | None = None
         self._generation = 0
         self._accepted = False  # the current connection got a successful CONNACK
+        self._up = False  # a CONNACK accepted us and the connection has not ended since
         self._in_callback = False  # a handler runs inside paho's callback: no direct write
         self._stopping = False
         self._waiters: dict[int, asyncio.Future[bool]] = {}  # publish_and_wait's, by mid
@@ -163,6 +169,7 @@ class MqttChannel:
             return
         self._generation += 1
         self._accepted = True
+        self._up = True
         # a kept session is subscribed again once per process: one an older version left may
         # lack a topic this one takes (`P/task/callback/+`); SUBSCRIBE only replaces the same
         if self._subscriptions and (not flags.session_present or self._generation == 1):
@@ -178,6 +185,7 @@ class MqttChannel:
             self.receiving.set()
 
     def _on_disconnect(self, _c: paho.Client, _u: Any, _f: Any, reason: Any, _p: Any) -> None:
+        self._up = False
         self._tell(self._handlers.disconnected, str(reason))
 
     def _on_message(self, _c: paho.Client, _u: Any, msg: paho.MQTTMessage) -> None:
@@ -263,6 +271,8 @@ class MqttChannel:
             self._tell(self._handlers.disconnected, f"connect failed: {exc}")
             return False
         self._accepted = False
+        self._up = False
+        self._forget_unsent()
         try:
             with driver.writing_now():
                 client.reconnect()  # on the loop: on_socket_open registers it; CONNECT sent
@@ -272,7 +282,24 @@ class MqttChannel:
                 client.prepared = None
             self._tell(self._handlers.disconnected, f"connect failed: {exc}")
         await driver.closed.wait()
+        self._up = False  # a socket we gave up ourselves (`drop`) tells paho nothing
         return self._accepted
+
+    def _forget_unsent(self) -> None:
+        """Before a new connection: what paho still holds from before is dropped, not re-sent
+        (paho would send it with the properties it was given, its MQTT 5 expiry computed before
+        the outage). The outbox hands its rows again once the connection is up; a status is
+        published on every connect; `publish_and_wait`'s waiters, if any, time out."""
+        dropped = self._client.drop_out_messages()
+        if dropped:
+            log.info("%d unacknowledged publishes of the last connection dropped", len(dropped))
+
+    @property
+    def connection(self) -> int | None:
+        """The number of the connection up now (one per successful CONNACK), None while none
+        is: the outbox hands rows only while it is a number, and hands them all again when it
+        changes (their paho copies were dropped, `_forget_unsent`)."""
+        return self._generation if self._up else None
 
     # --- loop thread ----------------------------------------------------------------------
     def _send(
@@ -304,6 +331,25 @@ class MqttChannel:
         if info.rc not in (MQTTErrorCode.MQTT_ERR_SUCCESS, MQTTErrorCode.MQTT_ERR_NO_CONN):
             log.warning("publish on %s not queued: %s", topic, paho.error_string(info.rc))
         return int(info.mid)
+
+    def publish_now(
+        self,
+        topic: str,
+        payload: bytes,
+        *,
+        qos: int = 1,
+        retain: bool = False,
+        expiry_s: int | None = None,
+    ) -> int | None:
+        """Publish beside the outbox, nothing durable (e.g. a cancel or a `safe_stop` while the
+        DB refuses writes): written to the socket now when a connection is up, returning its mid
+        (its PUBACK arrives via `published`); None when none is, and then nothing is kept in
+        paho to go later. A lost connection drops it like every unacknowledged publish
+        (`_forget_unsent`): a caller that must be heard sends it again, or writes it to the
+        outbox once the DB takes writes. `expiry_s` as `publish`'s, computed by the caller now."""
+        if self.connection is None:
+            return None
+        return self.publish(topic, payload, qos=qos, retain=retain, expiry_s=expiry_s)
 
     async def batches(self, limit: int) -> AsyncIterator[Batch]:
         """Inbound messages as they arrive, a batch at a time (at most `limit` each); the loop

@@ -5,6 +5,14 @@ it. So every QoS 1 message the runtime owes is first a row of `mqtt_outbox`, wri
 same transaction as the state change that caused it. `flush()` hands rows to paho after the
 commit; the PUBACK deletes the row. Rows left at a restart are published again (receivers
 dedupe on their ids, as QoS 1 requires anyway).
+
+On a real connection (a wire that is a `Link`: edge/channel/mqtt.py) rows wait in the DB, not in
+paho's memory (SPEC 4.2): they are handed only while a connection is up, at most `window`
+unacknowledged at a time (refilled as PUBACKs come), so a row is handed about when it is written
+to the socket and a command's MQTT 5 expiry is computed then. When the connection changes, every
+row not PUBACKed is handed again (the channel dropped paho's copies), its expiry computed anew; a
+command past its deadline is deleted unsent, whenever it is met. A `safe_stop` row skips the
+window and goes before every other waiting row.
 """
 
 from __future__ import annotations
@@ -14,7 +22,7 @@ import logging
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from a2a_common import jsonx
 from a2a_common.clock import Clock, iso, parse_iso
@@ -27,6 +35,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 _SAFE_STOP = '"safe_stop":true'  # as jsonx writes it
+WINDOW = 16  # rows handed and not PUBACKed, per connection: "handed but not written" stays small
 
 
 def _create(db: Database) -> None:
@@ -85,6 +94,21 @@ class Wire(Protocol):
     ) -> int: ...
 
 
+def _is_safe_stop(payload: str) -> bool:
+    body = json.loads(payload)
+    return isinstance(body, dict) and body.get("safe_stop") is True
+
+
+@runtime_checkable
+class Link(Protocol):
+    """A wire that says whether a broker connection is up (MqttChannel): the outbox then hands
+    rows only on one, a window at a time. A wire without it (a recording stand-in) takes every
+    row at once, as if always connected."""
+
+    @property
+    def connection(self) -> int | None: ...
+
+
 @dataclass(frozen=True)
 class Outbound:
     """A message of the outbox, as `put` takes it and `hand_out` gives it."""
@@ -99,12 +123,19 @@ class DurableOutbox:
     """The MQTT outbox; only the loop thread calls it. Also a `DurableQueue` (a2a_common.queues):
     `flush()` and `on_published()` are its hand-out and ack through paho."""
 
-    def __init__(self, *, db: Database, clock: Clock) -> None:
+    def __init__(self, *, db: Database, clock: Clock, window: int = WINDOW) -> None:
         self._db = db
         self._clock = clock
+        self._window = max(1, window)
         self._wire: Wire | None = None
-        self._in_flight: dict[int, int] = {}  # paho mid -> row id
-        self._last_handed = 0  # rows are handed in id order, each once per process
+        self._link: Link | None = None
+        self._in_flight: dict[int, int] = {}  # paho mid -> row id, on connection `_connection`
+        self._connection: int | None = None  # the connection the rows in flight were handed on
+        self._stops: set[int] = set()  # mids of safe stops in flight: outside the window
+        self._cursor = 0  # rows up to this id were met in id order on this connection
+        self._urgent = True  # a safe stop may wait unhanded (at start: rows of an earlier run)
+        self._void: set[int] = set()  # rows to drop that the DB would not delete: never sent
+        self._last_handed = 0  # `hand_out`'s: rows handed in id order, each once per process
         self._last_id: int | None = None  # the last id given (the table's largest at start)
         self._acked: list[int] = []
         self._expiring = ""  # topics under it carry a `deadline`: they expire (SPEC 4.2)
@@ -130,6 +161,7 @@ class DurableOutbox:
 
     def attach(self, wire: Wire) -> None:
         self._wire = wire
+        self._link = wire if isinstance(wire, Link) else None
 
     def enqueue(
         self, topic: str, payload: dict[str, Any], *, retain: bool = False, qos: int = 1
@@ -140,6 +172,8 @@ class DurableOutbox:
     def put(self, item: Outbound) -> int:
         """`enqueue` as a `DurableQueue`: returns the row's id."""
         row_id = self._new_id()
+        if item.payload.get("safe_stop") is True:
+            self._urgent = True
         self._db.execute(
             "INSERT INTO mqtt_outbox (id, topic, payload, qos, retain, created_at)"
             " VALUES (?, ?, ?, ?, ?, ?)",
@@ -165,38 +199,106 @@ class DurableOutbox:
         return self._last_id
 
     def flush(self) -> int:
-        """Hand every committed row not yet handed to paho; returns how many."""
-        if self._wire is None:
+        """Hand what is owed while a connection is up: first every safe stop not handed yet
+        (whatever the window), then rows in id order while fewer than `window` wait for their
+        PUBACK. Returns how many were handed."""
+        if self._wire is None or not self._on_connection():
             return 0
-        rows = self._db.execute(
-            "SELECT id, topic, payload, qos, retain FROM mqtt_outbox WHERE id > ? ORDER BY id",
-            [self._last_handed],
-        ).fetchall()
-        sent = 0
-        rows.sort(key=lambda r: (_SAFE_STOP not in r[2], r[0]))  # safe stops go first
-        for row_id, topic, payload, qos, retain in rows:
-            self._last_handed = max(self._last_handed, row_id)
-            send, expiry_s = self._expiry(topic, payload)
-            if not send:  # a command past its deadline is never sent (SPEC 4.2)
-                log.warning("command on %s dropped unsent: past its deadline", topic)
-                self._delete(row_id)
-                continue
-            mid = self._wire.publish(
-                topic, payload.encode("utf-8"), qos=qos, retain=bool(retain), expiry_s=expiry_s
-            )
-            if qos == 0:
-                self._delete(row_id)
-            else:
-                self._in_flight[mid] = row_id
-            sent += 1
+        sent = self._hand_safe_stops() if self._urgent else 0
+        while self._window_left() > 0:
+            skip = self._handed_ids()
+            rows = self._db.execute(
+                "SELECT id, topic, payload, qos, retain FROM mqtt_outbox WHERE id > ?"
+                " ORDER BY id LIMIT ?",
+                [self._cursor, self._window_left() + len(skip)],
+            ).fetchall()
+            if not rows:
+                break
+            for row in rows:
+                if self._window_left() <= 0:
+                    break
+                self._cursor = row[0]
+                if row[0] not in skip:
+                    sent += self._hand(*row)
         return sent
+
+    def _on_connection(self) -> bool:
+        """Whether rows may be handed now; a new connection first forgets the rows handed on
+        the last one (not PUBACKed: they go again, in order, with a fresh expiry)."""
+        current = 0 if self._link is None else self._link.connection
+        if current is None:
+            return False
+        if current != self._connection:
+            if self._in_flight:
+                log.info("%d outbox rows not PUBACKed: handed again", len(self._in_flight))
+            self._in_flight.clear()
+            self._stops.clear()
+            self._connection, self._cursor, self._urgent = current, 0, True
+        return True
+
+    def _window_left(self) -> int:
+        if self._link is None:  # a stand-in: no window (a batch per SELECT)
+            return 1000
+        return self._window - len(self._in_flight) + len(self._stops)
+
+    def _handed_ids(self) -> set[int]:
+        """Rows not to hand now: in flight, PUBACKed (deleted by the next reap), void."""
+        return set(self._in_flight.values()) | set(self._acked) | self._void
+
+    def _hand_safe_stops(self) -> int:
+        self._urgent = False
+        rows = self._db.execute(
+            "SELECT id, topic, payload, qos, retain FROM mqtt_outbox"
+            " WHERE instr(payload, ?) > 0 ORDER BY id",
+            [_SAFE_STOP],
+        ).fetchall()
+        skip = self._handed_ids()
+        stops = [r for r in rows if r[0] not in skip and _is_safe_stop(r[2])]
+        return sum(self._hand(i, t, p, q, r, urgent=True) for i, t, p, q, r in stops)
+
+    def _hand(
+        self, row_id: int, topic: str, payload: str, qos: int, retain: int, urgent: bool = False
+    ) -> int:
+        """One row to the wire (1), or a command past its deadline deleted unsent (0)."""
+        assert self._wire is not None
+        self._last_handed = max(self._last_handed, row_id)
+        send, expiry_s = self._expiry(topic, payload)
+        if not send:  # a command past its deadline is never sent (SPEC 4.2)
+            log.warning("command on %s dropped unsent: past its deadline", topic)
+            self._forget(row_id)
+            return 0
+        mid = self._wire.publish(
+            topic, payload.encode("utf-8"), qos=qos, retain=bool(retain), expiry_s=expiry_s
+        )
+        if qos == 0:
+            self._forget(row_id)
+        else:
+            self._in_flight[mid] = row_id
+            if urgent:
+                self._stops.add(mid)
+        return 1
+
+    def _forget(self, row_id: int) -> None:
+        """Delete a row sent once for all (QoS 0) or never to be sent; when the DB refuses the
+        delete, the row is skipped from now on (the prune or the next start removes it)."""
+        try:
+            self._delete(row_id)
+        except Exception as exc:  # a full disk, a DB that refuses writes: not sent meanwhile
+            log.warning("outbox row %d not deleted (%s): skipped", row_id, type(exc).__name__)
+            self._void.add(row_id)
 
     def on_published(self, mid: int) -> None:
         """A PUBACK arrived; the row is deleted by the next `reap()` (one transaction for all
-        PUBACKs that arrived together)."""
+        PUBACKs that arrived together). On a connection, the window has room: the next rows go
+        (when none waits, that costs one SELECT)."""
+        if self._link is not None and self._link.connection != self._connection:
+            return  # a mid of an older connection: its row goes again on this one
         row_id = self._in_flight.pop(mid, None)
+        self._stops.discard(mid)
         if row_id is not None:
             self.ack([row_id])
+            if self._link is not None:
+                self.flush()
 
     def hand_out(self, limit: int) -> list[Handed[int, Outbound]]:
         """Up to `limit` rows not handed yet in this process, oldest first, without a wire (what
@@ -248,6 +350,8 @@ class DurableOutbox:
         return [(row_id, json.loads(payload)) for row_id, payload in rows]
 
     def replace(self, row_id: int, payload: dict[str, Any]) -> None:
+        if payload.get("safe_stop") is True:
+            self._urgent = True
         self._db.execute(
             "UPDATE mqtt_outbox SET payload = ? WHERE id = ?", [jsonx.dumps(payload), row_id]
         )
