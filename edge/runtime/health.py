@@ -12,6 +12,7 @@ from a2a_common import jsonx
 from a2a_common.clock import iso
 from edge import __version__
 from edge.app.device import DeviceApp
+from edge.config.service_view import service_settings
 from edge.runtime.alarm import alarm_body, alarm_line
 from edge.store.door import Door
 
@@ -23,6 +24,7 @@ class Health:
     started_at: str
     intake_held: Callable[[], int]
     intake_stopped: Callable[[], bool]  # the intake task ended while not stopping
+    storage: Callable[[], str] = lambda: ""  # the disk full, the reserve given back (or "")
     broker_up: bool = False
     loop_lag: float = 0.0
     heartbeat_error: str = ""
@@ -91,11 +93,16 @@ class Health:
             "problems": self.problems(),
             "alarm": alarm_body(self.alarms) if self.alarms else None,
             **state["wal"],  # wal_bytes, wal_residue, wal_blocked_s
+            # the service's own view (its environment's overrides, a reload's), not the CLI's
+            "settings": service_settings(self.app.settings),
         }
 
     def problems(self) -> list[str]:
         """What makes the service degraded now (empty: healthy)."""
         problems = []
+        storage = self.storage()
+        if storage:
+            problems.append(storage)
         if self.intake_stopped():
             problems.append("inbound intake stopped: nothing more is taken in")
         failed = {k: n for k, n in sorted(self.door.failures.items()) if k != "inbound message"}

@@ -16,6 +16,7 @@ from a2a_common.db import Database
 from a2a_common.jsonx import canonical
 from a2a_common.sqlite import open_readonly, schema_version
 from cache import SYNC_REFUSED, CacheStore, Memory, list_pairs, list_sessions, state_of
+from edge.config.service_view import service_settings
 from edge.config.settings import Settings
 from edge.host import statelock
 from edge.store.inbox import InboxDeadLetters
@@ -58,6 +59,9 @@ def status(settings: Settings) -> dict[str, Any]:
             for p in settings.state_db_path.parent.glob(settings.state_db_path.name + "*")
         )
         running, health = _service_state(settings, age, beat)
+        ours = service_settings(settings)  # from the config and environment this command has
+        theirs = beat.get("settings") if running else None
+        used = theirs if isinstance(theirs, dict) else ours
         return {
             "service": "running" if running else "not running",
             "health": health,
@@ -68,7 +72,12 @@ def status(settings: Settings) -> dict[str, Any]:
             "heartbeat_age_s": age,
             "broker": beat.get("broker", "unknown"),
             "cloud": beat.get("cloud", "unknown"),
-            "cloud_tls": settings.cloud.tls_mode,  # from the config this command reads
+            # the running service's own (its heartbeat's: its environment, a reload), else the
+            # config this command reads; `config_differs` names what the two disagree on
+            "cloud_tls": used.get("cloud_tls", ours["cloud_tls"]),
+            "settings_from": "service" if used is theirs else "this command's config",
+            "settings": used,
+            "config_differs": sorted(k for k, v in ours.items() if used.get(k, v) != v),
             "loop_lag_ms": beat.get("loop_lag_ms"),
             "active_workflows": WorkflowStore(db=db).active_count(),
             # SPEC 4.7: the running service's (a SIGHUP may have changed it), else the config's

@@ -127,7 +127,16 @@ def test_tls_verification_off_is_warned_at_start_and_shown_in_status(
         assert unverified and "cloud.verify_tls = false" in unverified[0], runtime.log()
         assert "pose as the planner at 127.0.0.1" in unverified[0]
         assert cli_json(runtime, "status", env=env)["cloud_tls"] == "NOT verified"
-        assert cli_json(runtime, "status")["cloud_tls"] == "verified"  # without the override
+        # without the override: the service's view still (its heartbeat's), not this command's
+        # (before: `verified`, the CLI's own)
+        shown = eventually(
+            lambda: (s := cli_json(runtime, "status"))["heartbeat_age_s"] is not None and s, 15
+        )
+        assert shown["cloud_tls"] == "NOT verified", shown
+        assert shown["settings_from"] == "service"
+        assert shown["settings"]["cloud_tls"] == "NOT verified"
+        assert shown["config_differs"] == ["cloud_tls"]  # the CLI's config says otherwise
+        assert shown["settings"]["cloud_url"] == server.url
 
 
 def test_clear_text_allowed_is_warned_at_every_start_and_shown_in_status(
