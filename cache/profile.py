@@ -205,8 +205,10 @@ class ProfileStore:
         added = self._record(item["item_id"], cand, pair_id, session_id, source, now)
         if added is None:
             return []
-        mentions, days = counted(self._db, item["item_id"], self.first_day(now), fresh_since(item))
-        status = next_status(item["status"], mentions, days, cand.evidence_kind, self._policy)
+        first, since = self.first_day(now), fresh_since(item)
+        after = counted(self._db, item["item_id"], first, since)
+        before = counted(self._db, item["item_id"], first, since, without_pair=pair_id)
+        status = next_status(item["status"], before, after, cand.evidence_kind, self._policy)
         confidence = max(
             (c for c in (item["confidence"], cand.confidence) if c is not None), default=None
         )

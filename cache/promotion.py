@@ -1,9 +1,12 @@
 """Promotion of profile candidates (SPEC §5.4), pure and deterministic.
 
-Evidence is counted once per source pair. A candidate is *suggestable* at `min_mentions` on
-`min_days` distinct local days; it is *confirmed* by a `suggestion_accepted` that arrives while
-it is already suggestable, or by itself at `auto_confirm_days` distinct days. Confirmed and
-revoked items are not moved by evidence.
+Evidence is counted once per source pair, and only inside the window (SPEC §5.4). A candidate
+is *suggestable* at `min_mentions` on `min_days` distinct local days; it is *confirmed* by a
+`suggestion_accepted` that arrives while it is suggestable — judged at the acceptance, on the
+evidence before it that is still inside the window (not on the status stored when that
+evidence was fresh: mentions on three days and an acceptance a month later confirm nothing) —
+or by itself at `auto_confirm_days` distinct days. A suggestable candidate whose evidence left
+the window is a candidate again. Confirmed and revoked items are not moved by evidence.
 """
 
 from __future__ import annotations
@@ -16,24 +19,39 @@ from cache.model import CandidateIn, Evidence, EvidenceKind, ItemStatus, Promoti
 from cache.revision import window_start
 
 
+Counts = tuple[int, int]  # (evidence rows, one per source pair; distinct local days)
+
+
+def is_suggestable(counts: Counts, policy: PromotionPolicy) -> bool:
+    mentions, days = counts
+    return mentions >= policy.min_mentions and days >= policy.min_days
+
+
 def next_status(
     status: ItemStatus,
-    mentions: int,
-    days: int,
+    before: Counts,
+    after: Counts,
     arriving: EvidenceKind,
     policy: PromotionPolicy,
 ) -> ItemStatus:
-    """The status once the arriving evidence is counted: `mentions` evidence rows (one per
-    source pair) on `days` distinct local days, the arriving one included."""
+    """The status once the arriving evidence is counted. `before`: the evidence inside the
+    window without the arriving turn's; `after`: with it. An acceptance confirms when
+    `before` makes the candidate suggestable now."""
     if status in ("confirmed", "revoked"):
         return status
-    if arriving == "suggestion_accepted" and status == "suggestable":
+    if arriving == "suggestion_accepted" and is_suggestable(before, policy):
         return "confirmed"
-    if days >= policy.auto_confirm_days:
+    if after[1] >= policy.auto_confirm_days:
         return "confirmed"
-    if mentions >= policy.min_mentions and days >= policy.min_days:
-        return "suggestable"
-    return status
+    return "suggestable" if is_suggestable(after, policy) else "candidate"
+
+
+def window_counts(evidence: Sequence[Evidence], today: str, policy: PromotionPolicy) -> Counts:
+    """(rows, distinct days) of `evidence` inside the window that ends `today` (YYYY-MM-DD):
+    the count promotion judges by, for a reader that has the rows (the console)."""
+    first = window_start(today, policy)
+    live = [e for e in evidence if first <= e.day <= today]
+    return len(live), len({e.day for e in live})
 
 
 @dataclass(frozen=True)
@@ -67,8 +85,7 @@ def replay_status(evidence: Sequence[Evidence], policy: PromotionPolicy) -> Item
     each arrival counts only the evidence inside the window as it stood that day."""
     status: ItemStatus = "candidate"
     for index, item in enumerate(evidence):
-        first = window_start(item.day, policy)
-        live = [e for e in evidence[: index + 1] if e.day >= first]
-        days = len({e.day for e in live})
-        status = next_status(status, len(live), days, item.kind, policy)
+        before = window_counts(evidence[:index], item.day, policy)
+        after = window_counts(evidence[: index + 1], item.day, policy)
+        status = next_status(status, before, after, item.kind, policy)
     return status

@@ -27,12 +27,15 @@ def window_start(today: str, policy: PromotionPolicy) -> str:
     return first.isoformat()
 
 
-def counted(db: Database, item_id: str, first_day: str, since: str | None) -> tuple[int, int]:
-    """(evidence rows, distinct days) of an item inside the window, after `since` if given."""
+def counted(
+    db: Database, item_id: str, first_day: str, since: str | None, without_pair: str = ""
+) -> tuple[int, int]:
+    """(evidence rows, distinct days) of an item inside the window, after `since` if given,
+    leaving out `without_pair`'s (the arriving turn's, to judge the item as it stood)."""
     row = db.execute(
         "SELECT count(*), count(DISTINCT day) FROM profile_evidence"
-        " WHERE item_id = ? AND day >= ? AND created_at > ?",
-        [item_id, first_day, since or ""],
+        " WHERE item_id = ? AND day >= ? AND created_at > ? AND pair_id != ?",
+        [item_id, first_day, since or "", without_pair],
     ).fetchone()
     return int(row[0]), int(row[1])
 

@@ -135,7 +135,8 @@ def test_local_days_follow_the_configured_zone() -> None:
     ]
     days = len({e.day for e in same_local_day})
     assert days == 1
-    assert next_status("candidate", len(same_local_day), days, "mention", policy) == "candidate"
+    after = (len(same_local_day), days)
+    assert next_status("candidate", (2, 1), after, "mention", policy) == "candidate"
 
 
 def test_device_observation_is_a_mention_of_the_room() -> None:
