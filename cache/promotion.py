@@ -18,7 +18,6 @@ from typing import Any
 from cache.model import CandidateIn, Evidence, EvidenceKind, ItemStatus, PromotionPolicy
 from cache.revision import window_start
 
-
 Counts = tuple[int, int]  # (evidence rows, one per source pair; distinct local days)
 
 
