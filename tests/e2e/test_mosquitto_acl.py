@@ -18,10 +18,13 @@ from pathlib import Path
 
 import pytest
 
+from a2a_agent import DeviceAgent
 from sim.broker import Mosquitto
+from sim.cloud import SimCloud
 from sim.probe import MqttProbe
+from sim.processes import RuntimeProcess
 from taskmanager.catalog import load_catalog
-from tests.conftest import DEVICE, ROOT, eventually
+from tests.conftest import DEVICE, ROOT, eventually, runtime_config
 
 SHIPPED = Path(__file__).parents[2] / "systemd" / "mosquitto"
 CAPABILITIES = sorted(load_catalog().capabilities())
@@ -223,3 +226,58 @@ def test_the_acl_names_this_device_only_through_its_root() -> None:
     users = {ln.split()[1] for ln in text.splitlines() if ln.startswith("user ")}
     assert users == {RUNTIME, *ROLES}
     assert DEVICE not in text
+
+
+def test_under_the_shipped_acl_every_role_hears_back_from_the_real_runtime(
+    acl_broker: Mosquitto, cloud: SimCloud, tmp_path: Path
+) -> None:
+    """The issue's case end to end: the runtime as its own user under the shipped ACL; the
+    button and the screen get their feedback (SPEC §2.4), a turn is answered, and a device
+    agent (the `a2a_agent` helper, its own user) carries a move out on its own topics."""
+    secret = tmp_path / "mqtt-password"
+    secret.write_text(password(RUNTIME))
+    secret.chmod(0o600)
+    mqtt = {"username": RUNTIME, "password_file": str(secret)}
+    runtime = RuntimeProcess(runtime_config(tmp_path, acl_broker, cloud.url, mqtt=mqtt), tmp_path)
+    ui = client(acl_broker, "ui", [p("consent/result")])
+    pui = client(acl_broker, "pui", [p("pui/result")])
+    voice = client(acl_broker, "voice", [p("turn/response")])
+    app = client(acl_broker, "app", [p("workflow/event")])
+    mover = DeviceAgent(
+        ROOT,
+        client_id="acl-mobility",
+        port=acl_broker.port,
+        auth=("agent-mobility", password("agent-mobility")),
+    )
+    mover.handle("mobility", "move_to_room", lambda t: t.completed(arrived_room=t.args["room"]))
+    try:
+        runtime.start()
+        watcher = client(acl_broker, RUNTIME, [p("runtime/status")])
+        watcher.wait_for(p("runtime/status"), lambda b: b.get("state") == "online", timeout_s=20)
+        watcher.close()
+        pui.publish(p("pui/event"), {"event_id": "pui-acl", "kind": "cancel"})
+        pressed = pui.wait_for(p("pui/result"), lambda b: b["event_id"] == "pui-acl")
+        assert pressed["status"] == "nothing_active"
+        ask = {"request_id": "c-acl", "action": "revoke", "scope": "capability:vital_app"}
+        ui.publish(p("consent/request"), ask)
+        assert ui.wait_for(p("consent/result"), lambda b: b["request_id"] == "c-acl")["ok"]
+        voice.publish(p("turn/request"), {"turn_id": "t-acl", "recognized_text": "안녕"})
+        assert voice.wait_for(p("turn/response"), lambda b: b["turn_id"] == "t-acl")["status"]
+        mover.start()  # its subscriptions are granted (start raises when the broker refuses)
+        step = {"step_id": "move", "capability_id": "mobility", "operation_id": "move_to_room"}
+        request = {"workflow_id": "wf-acl", "steps": [{**step, "args": {"room": "안방"}}]}
+        app.publish(p("workflow/request"), request)
+        done = app.wait_for(
+            p("workflow/event"),
+            lambda b: (
+                b["workflow_id"] == "wf-acl"
+                and b["status"].startswith("WORKFLOW_")
+                and b["status"] != "WORKFLOW_ACCEPTED"
+            ),
+        )
+        assert done["status"] == "WORKFLOW_COMPLETED"
+    finally:
+        mover.close()
+        for each in (ui, pui, voice, app):
+            each.close()
+        runtime.close()
