@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import threading
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import paho.mqtt.client as paho
@@ -15,20 +16,30 @@ from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
-from a2a_common.clock import SystemClock, iso
+from a2a_common.clock import Clock, iso
 from a2a_common.ids import new_ulid
 from edge.channel.mqtt import secure
 from edge.channel.topics import EXPIRY_GRACE_S
 from edge.config.errors import ServiceSilent
 from edge.config.settings import Secrets, Settings
+from edge.host.clock import runtime_clock
 
 
 def ask_service(
-    settings: Settings, secrets: Secrets, command: str, args: dict[str, Any], timeout_s: float = 5.0
+    settings: Settings,
+    secrets: Secrets,
+    command: str,
+    args: dict[str, Any],
+    timeout_s: float = 5.0,
+    clock: Clock | None = None,
 ) -> dict[str, Any] | None:
-    """The service's answer, or None when no service is online on the broker."""
+    """The service's answer, or None when no service is online on the broker. The deadline
+    (`expires_at`) is stamped on the clock the service runs on (`runtime_clock`, from the same
+    environment: a demo's or a test's offset clock), which judges it: on the real clock, a
+    demo days ahead refused every request `expired` (issue 30)."""
+    clock = clock if clock is not None else runtime_clock(os.environ)
     root = settings.topic_root
-    request_id = new_ulid(SystemClock())
+    request_id = new_ulid(clock)
     cond = threading.Condition()
     seen: dict[str, Any] = {}
 
@@ -66,7 +77,7 @@ def ask_service(
                 return None
         # a deadline: a request the service takes only after the CLI gave up is refused
         # `expired`, never applied behind a "did not answer" (README, docs/cli.md)
-        expires_at = iso(datetime.now(UTC) + timedelta(seconds=timeout_s))
+        expires_at = iso(clock.now() + timedelta(seconds=timeout_s))
         body = {"request_id": request_id, "command": command, "args": args}
         payload = json.dumps({**body, "expires_at": expires_at}, ensure_ascii=False)
         props = None

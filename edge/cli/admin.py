@@ -5,15 +5,16 @@ themselves, through the same app the service runs."""
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Callable
 from typing import Any
 
-from a2a_common.clock import SystemClock
 from cloud_client import CloudUnavailable
 from edge.app.device import DeviceApp
 from edge.config.errors import ServiceSilent
 from edge.config.settings import Secrets, Settings
 from edge.host import statelock
+from edge.host.clock import runtime_clock
 from edge.wiring import build_app, open_db
 
 
@@ -50,7 +51,7 @@ def _run_locked(
     args: dict[str, Any],
     progress: Callable[[int, int], None] | None,
 ) -> dict[str, Any]:
-    clock = SystemClock()
+    clock = runtime_clock(os.environ)  # the service's clock (a demo's offset clock)
     db = open_db(settings, clock)
     app = build_app(settings, secrets, db=db, clock=clock, live=False, max_backoff_s=2.0)
 
