@@ -24,6 +24,7 @@ from edge.channel.topics import Topics
 from edge.config.policies import memory_policy
 from edge.config.settings import Secrets, Settings
 from edge.host.checkpointer import Checkpointer, restart_at
+from edge.host.copies import Copies
 from edge.host.metrics import Metrics
 from edge.host.notify import Notifier
 from edge.host.statefiles import StateFiles
@@ -139,9 +140,19 @@ def build_app(
         work=work,
         turns=turns,
         publisher=publisher,
-        dead_letters=InboxDeadLetters(db=db, clock=clock, keep=settings.mqtt.dead_letters_keep),
+        dead_letters=InboxDeadLetters(
+            db=db,
+            clock=clock,
+            keep=settings.mqtt.dead_letters_keep,
+            max_bytes=settings.mqtt.max_payload_bytes,
+            max_total=settings.mqtt.dead_letters_max_kb * 1024,
+        ),
         memory_ops=MemoryOps(
-            memory=memory, sync_outbox=sync_outbox, clock=clock, after_commit=commits.after_commit
+            memory=memory,
+            sync_outbox=sync_outbox,
+            clock=clock,
+            after_commit=commits.after_commit,
+            copies=Copies(settings.state_db_path.parent, clock, settings.storage.backup_keep_days),
         ),
         checkpointer=wal,
         reports=reports,

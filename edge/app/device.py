@@ -146,7 +146,9 @@ class DeviceApp:
         something."""
         with self.unit():
             swept = any(self.memory_ops.sweep().values())
-            return self._prune() or swept
+            removed = self._prune() or swept
+            self.memory_ops.copies_after_retention(removed)
+            return removed
 
     def _prune(self, limit: int = 500) -> bool:
         """One batch: ended workflows (with their traces), inbound dedupe marks and dead

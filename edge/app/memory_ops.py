@@ -1,6 +1,8 @@
 """Forget, revoke and the retention sweep as the app runs them: the cache's part, the sync
 outbox's part and the audit in the caller's unit of work (the app truncates the WAL after a
-forget commits, so no page of the forgotten text lingers in the WAL file)."""
+forget commits, so no page of the forgotten text lingers in the WAL file). The copies of the
+state DB beside it (pre-migration backups, set-aside WALs: edge/host/copies.py) go with a
+forget, and with a retention pass that removed anything (SPEC §5.5)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from typing import Any
 
 from a2a_common.clock import Clock
 from cache import Memory
+from edge.host.copies import Copies
 from edge.store.commits import AfterCommit, run_now
 from sync import SyncOutbox
 
@@ -24,8 +27,10 @@ class MemoryOps:
         sync_outbox: SyncOutbox,
         clock: Clock,
         after_commit: AfterCommit = run_now,
+        copies: Copies | None = None,
     ) -> None:
         self._after_commit = after_commit  # what it logs is said once its unit committed
+        self._copies = copies
         self._memory = memory
         self._sync = sync_outbox
         self._clock = clock
@@ -54,6 +59,8 @@ class MemoryOps:
             "outbox": outbox,
         }
         forgetter.audit("forget", scope, target, removed, reason)
+        if self._copies is not None:  # before it returns: no copy holds what it forgot
+            self._copies.forgotten()
         self._after_commit(partial(log.info, "forget %s %s: %s", scope, target or "-", removed))
         return removed
 
@@ -84,3 +91,9 @@ class MemoryOps:
         if any(counts.values()):
             self._memory.forgetter.audit("expire", "retention", None, counts, "retention")
         return counts
+
+    def copies_after_retention(self, removed_anything: bool) -> None:
+        """After a retention pass (memory, dead letters, marks): the copies of the state DB
+        that hold what it removed, or that are past `storage.backup_keep_days`, go."""
+        if self._copies is not None:
+            self._copies.outlived(removed_anything)

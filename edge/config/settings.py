@@ -64,6 +64,7 @@ class MqttSettings(_Section):
     dedupe_keep_days: int = Field(7, ge=1, le=3650)
     dead_letters_keep: int = Field(1000, ge=1, le=1_000_000)  # inbound dead letters (SPEC 2.4)
     dead_letters_keep_days: int = Field(7, ge=1, le=3650)
+    dead_letters_max_kb: int = Field(4096, ge=64, le=1_048_576)  # their payloads' total bytes
     turn_max_age_s: float = Field(30.0, gt=0, le=3600)  # older turns: rejected `stale`
 
     @field_validator("protocol", mode="before")
@@ -280,6 +281,8 @@ class StorageSettings(_Section):
     busy_timeout_ms: int = Field(5000, ge=0, le=600000)
     max_size_kb: int = Field(0, ge=0)  # 0: no cap; else the DB refuses to grow past it
     max_wal_mb: int = Field(16, ge=1, le=65536)  # the WAL file's bound (edge/host/checkpointer.py)
+    # pre-migration copies in `<state_dir>/backups/` older than this go (SPEC 5.5)
+    backup_keep_days: int = Field(7, ge=1, le=3650)
 
 
 class LogSettings(_Section):

@@ -15,8 +15,9 @@ that are there now).
 When `state.db` itself is gone or another file, the WAL at `state.db-wal` still holds the old
 file's log, and the next start would read it as the new file's — SQLite's documented way to
 corrupt a database ("mispairing a database and its journal"; SQLite itself leaves it there
-when it sees the DB moved). It is moved aside to `state.db-wal.orphaned-<time>`, kept for
-whoever wants what it held.
+when it sees the DB moved). It is moved aside to `state.db-wal.orphaned-<UTC time>Z`, kept for
+whoever wants what it held — but it holds raw pages of the user's words, so it is one of the
+copies a forget, retention and `storage.backup_keep_days` remove (edge/host/copies.py).
 """
 
 from __future__ import annotations
@@ -111,7 +112,8 @@ class StateFiles:
         known = self._known[self.wal]
         if known is None or _identity(self.wal) != known:
             return
-        aside = self.wal.with_name(f"{self.wal.name}.orphaned-{time.strftime('%Y%m%dT%H%M%S')}")
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        aside = self.wal.with_name(f"{self.wal.name}.orphaned-{stamp}")
         try:
             os.rename(self.wal, aside)
         except OSError as exc:

@@ -134,30 +134,52 @@ class DeadLetter:
 
 
 class InboxDeadLetters:
-    """Bounded in count and age (the retention loop prunes them); a payload may hold the
-    user's words, so `forget --all` wipes them too. Also a `DurableQueue` (a2a_common.queues):
-    what an operator or a tool has dealt with is `ack`ed and goes at the next `reap`."""
+    """Bounded in count (`keep`), in bytes (each payload at most `max_bytes`, cut beyond it,
+    the error saying so; all payloads together at most `max_total` bytes, the oldest going
+    first, the newest always kept) and in age (the retention loop prunes them); a payload may
+    hold the user's words, so `forget --all` wipes them too. Also a `DurableQueue`
+    (a2a_common.queues): what an operator or a tool has dealt with is `ack`ed and goes at the
+    next `reap`."""
 
-    def __init__(self, *, db: Database, clock: Clock, keep: int) -> None:
+    def __init__(
+        self,
+        *,
+        db: Database,
+        clock: Clock,
+        keep: int,
+        max_bytes: int = 65536,
+        max_total: int = 4096 * 1024,
+    ) -> None:
         self._db = db
         self._clock = clock
         self._keep = keep
+        self._max_bytes = max_bytes
+        self._max_total = max_total
         self._acked: list[int] = []  # ids the next `reap()` deletes
 
     def add(self, topic: str, payload: bytes, error: str) -> None:
-        """Inside the caller's transaction; the oldest beyond `keep` go at once."""
+        """Inside the caller's transaction; the oldest beyond the bounds go at once."""
         self.put(DeadLetter(topic, payload, error))
 
     def put(self, item: DeadLetter) -> int:
         """`add`; returns the new id (AUTOINCREMENT: never one used before)."""
+        payload, error = item.payload, item.error
+        if len(payload) > self._max_bytes:  # a message refused outside its handler: any size
+            error = f"payload cut at {self._max_bytes} of {len(payload)} bytes; {error}"
+            payload = payload[: self._max_bytes]
         cursor = self._db.execute(
             "INSERT INTO inbox_dead (topic, payload, error, received_at) VALUES (?, ?, ?, ?)",
-            [item.topic, item.payload, item.error[:500], iso(self._clock.now())],
+            [item.topic, payload, error[:500], iso(self._clock.now())],
         )
         row_id = int(cursor.lastrowid or 0)
         self._db.execute(
             "DELETE FROM inbox_dead WHERE id <= (SELECT max(id) FROM inbox_dead) - ?",
             [self._keep],
+        )
+        self._db.execute(  # newest first, a running total; past the bound the older ones go
+            "DELETE FROM inbox_dead WHERE id IN (SELECT id FROM (SELECT id, sum(length(payload))"
+            " OVER (ORDER BY id DESC) AS total FROM inbox_dead) WHERE total > ? AND id < ?)",
+            [self._max_total, row_id],
         )
         return row_id
 

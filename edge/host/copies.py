@@ -1,0 +1,93 @@
+"""The copies of the state DB the runtime keeps beside it (SPEC §5.5 "the state DB file"):
+the pre-migration backups in `<state_dir>/backups/` (`state-v<N>-<UTC>Z.db`, and the
+`.state-v….tmp` a crash in the middle of one may leave) and the WALs set aside after a fault
+(`state.db-wal.orphaned-<time>`, edge/host/statefiles.py). Each holds the user's words as they
+were when it was made, so none outlives what it copied:
+
+- a forget (any scope) removes them all: a copy cannot be trusted to be rewritten with the same
+  forget applied (an older schema; a WAL of raw pages is not a database), and one kept would
+  hold the forgotten text after the forget returned;
+- retention and the 30-day cap likewise: a retention pass that removed anything from the state
+  DB removes every copy made before it (a copy holds what was just removed);
+- whatever happens, a copy older than `storage.backup_keep_days` (default 7) goes.
+
+Removing is `unlink` (the runtime keeps no other name of them); the ages come from the names
+(the injected clock decides, not the files' times).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from a2a_common.clock import Clock
+
+log = logging.getLogger(__name__)
+
+BACKUPS = "backups"
+_BACKUP = re.compile(r"^state-v\d+-(\d{8}T\d{6})Z\.db$")
+_BACKUP_TMP = re.compile(r"^\.state-v\d+-\d{8}T\d{6}Z\.db\..*\.tmp$")  # a2a_common.backup.copy_db
+_ORPHANED = re.compile(r"^state\.db-wal\.orphaned-(\d{8}T\d{6})(Z?)$")
+
+
+@dataclass(frozen=True)
+class Copy:
+    path: Path
+    made: datetime | None  # None: a temporary file, no time in its name
+
+
+def _stamp(text: str, utc: bool) -> datetime | None:
+    try:
+        when = datetime.strptime(text, "%Y%m%dT%H%M%S")
+    except ValueError:
+        return None
+    return when.replace(tzinfo=UTC) if utc else when.astimezone(UTC)  # old names: local time
+
+
+class Copies:
+    def __init__(self, state_dir: Path, clock: Clock, keep_days: int) -> None:
+        self.state_dir = state_dir
+        self._clock = clock
+        self._keep = timedelta(days=keep_days)
+
+    def listing(self) -> list[Copy]:
+        found: list[Copy] = []
+        backups = self.state_dir / BACKUPS
+        for path in sorted(backups.iterdir()) if backups.is_dir() else []:
+            if match := _BACKUP.match(path.name):
+                found.append(Copy(path, _stamp(match[1], True)))
+            elif _BACKUP_TMP.match(path.name):
+                found.append(Copy(path, None))
+        for path in sorted(self.state_dir.glob("state.db-wal.orphaned-*")):
+            if match := _ORPHANED.match(path.name):
+                found.append(Copy(path, _stamp(match[1], bool(match[2]))))
+        return found
+
+    def forgotten(self) -> int:
+        """After a forget: every copy goes. Returns how many."""
+        return self._remove(self.listing(), "a forget")
+
+    def outlived(self, removed_anything: bool) -> int:
+        """After a retention pass: every copy when it removed anything from the state DB,
+        else those older than `storage.backup_keep_days`. Returns how many."""
+        copies = self.listing()
+        if removed_anything:
+            return self._remove(copies, "retention removed what it holds")
+        horizon = self._clock.now().astimezone(UTC) - self._keep
+        old = [c for c in copies if c.made is not None and c.made < horizon]
+        return self._remove(old, f"older than {self._keep.days} days")
+
+    def _remove(self, copies: list[Copy], why: str) -> int:
+        gone = 0
+        for copy in copies:
+            try:
+                copy.path.unlink(missing_ok=True)
+            except OSError as exc:  # said, and tried again at the next forget or pass
+                log.error("could not remove %s (%s): %s", copy.path, why, exc.strerror or exc)
+                continue
+            gone += 1
+            log.info("removed %s (%s)", copy.path, why)
+        return gone
