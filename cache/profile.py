@@ -140,6 +140,12 @@ class ProfileStore:
         names = [d[0] for d in cursor.description]
         return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
+    def window_counts(self, item: dict[str, Any]) -> tuple[int, int]:
+        """(evidence rows, distinct local days) of an item as promotion counts them now: inside
+        the window, and for a superseded value only what arrived after (SPEC §5.4)."""
+        first = self.first_day(self._clock.now())
+        return counted(self._db, item["item_id"], first, fresh_since(item))
+
     def evidence(self, item_id: str) -> list[Evidence]:
         rows = self._db.execute(
             "SELECT candidate_id, pair_id, session_id, day, kind, created_at FROM profile_evidence"

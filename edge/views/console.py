@@ -12,6 +12,7 @@ from typing import Any
 from a2a_common.clock import SystemClock
 from a2a_common.jsonx import canonical
 from cache import Memory
+from cache.profile import value_key
 from edge.config.policies import privacy_policy
 from edge.config.settings import Settings
 from edge.views import state as views
@@ -104,32 +105,35 @@ def _withheld_reason(settings: Settings, category: str | None, consented: frozen
 
 
 def memory(settings: Settings) -> dict[str, Any]:
-    """Profile items by status with their evidence days, provenance ids (never texts), and a
-    withheld value where the privacy policy keeps the category out of a snapshot."""
+    """Profile items by status with their evidence (mentions and distinct days, per key and
+    value, inside `memory.promotion.window_days` as promotion counts them), provenance ids
+    (never texts), and a withheld value where the privacy policy keeps the category out of a
+    snapshot."""
     shown = views.memory_show(settings)
     consented = frozenset(g["scope"].split(":", 1)[1] for g in consent(settings)["grants"])
     by_status: dict[str, list[dict[str, Any]]] = {s: [] for s in STATUSES}
     with views.readonly_db(settings) as db:
         mem = views._memory(db, settings)
-        days = {row["key"]: _days(mem, row["item_id"]) for row in mem.profile.items()}
+        counts = {(r["key"], r["value"]): mem.profile.window_counts(r) for r in mem.profile.items()}
         promotion = mem.policy.promotion
     for item in shown["profile_items"]:
+        mentions, days = counts.get((item["key"], value_key(item["value"])), (0, 0))
         reason = _withheld_reason(settings, item["category"], consented)
         if reason:
             item["value"] = None
             item["withheld"] = reason
-        item["evidence_days"] = days.get(item["key"], 0)
+        item["evidence_days"], item["window_mentions"] = days, mentions
         by_status.setdefault(item.get("state", item["status"]), []).append(item)  # by state
     return {
         "tiers": shown["tiers"],
-        "promotion": {"min_mentions": promotion.min_mentions, "min_days": promotion.min_days},
+        "promotion": {
+            "min_mentions": promotion.min_mentions,
+            "min_days": promotion.min_days,
+            "window_days": promotion.window_days,
+        },
         "by_status": by_status,
         "blocked_categories": privacy_policy(settings).blocked(consented),
     }
-
-
-def _days(mem: Memory, item_id: str) -> int:
-    return len({e.day for e in mem.profile.evidence(item_id)})
 
 
 def consent(settings: Settings) -> dict[str, Any]:

@@ -90,7 +90,8 @@ async function showTimeline() {
 
 function memoryView(mem) {
   $("#promotion").textContent =
-    `promotion: ${mem.promotion.min_mentions} mentions on ${mem.promotion.min_days} days`;
+    `promotion: ${mem.promotion.min_mentions} mentions on ${mem.promotion.min_days} days` +
+    ` within ${mem.promotion.window_days} days`;
   const box = $("#profile");
   box.replaceChildren();
   for (const [status, items] of Object.entries(mem.by_status)) {
@@ -104,7 +105,8 @@ function memoryView(mem) {
         el("b", {}, item.key), " = ", value,
         el("div", { class: "note" },
           `${item.category || "-"} · confidence ${item.confidence} · ${item.mentions} mentions · ` +
-          `${item.evidence_days}/${mem.promotion.min_days} days · origin ${item.origin}`),
+          `${item.window_mentions} and ${item.evidence_days}/${mem.promotion.min_days} days in the window · ` +
+          `origin ${item.origin}`),
         el("div", { class: "note mono" }, `provenance ${src}`)));
     }
   }
