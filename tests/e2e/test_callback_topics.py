@@ -6,9 +6,23 @@ from __future__ import annotations
 
 from typing import Any
 
+import paho.mqtt.client as paho
+from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
+
+from sim.broker import Mosquitto
 from sim.devices import Behavior, DeviceAgents
 from sim.probe import MqttProbe
-from tests.conftest import ROOT, RuntimeFactory, StateRows, eventually, refusal, workflow_event
+from tests.conftest import (
+    DEVICE,
+    ROOT,
+    RuntimeFactory,
+    StateRows,
+    eventually,
+    refusal,
+    workflow_event,
+)
 
 MOVE = "wf-c:step_move"
 STOP = MOVE + "~safe_stop"
@@ -138,3 +152,36 @@ def test_a_cancelled_on_another_capabilitys_topic_never_confirms_the_cancel(
     confirmed = workflow_event(probe, "wf-c", "CANCEL_CONFIRMED")
     assert confirmed["reason"] == "cancelled"
     assert eventually(lambda: state_rows("SELECT count(*) FROM cancel_watch") == [(0,)])
+
+
+def test_a_session_an_older_version_left_is_subscribed_to_the_new_topics(
+    broker: Mosquitto, runtime_factory: RuntimeFactory, probe: MqttProbe
+) -> None:
+    """An upgrade: the broker keeps the runtime's session of an older version, which knew only
+    the shared callback topic. The runtime subscribed only when the broker had no session, so
+    every agent's callback on its own topic was lost; now the first connect of a process
+    subscribes again."""
+    old = paho.Client(
+        callback_api_version=CallbackAPIVersion.VERSION2,
+        client_id=f"a2a-edge-{DEVICE}",
+        protocol=MQTTProtocolVersion.MQTTv5,
+    )
+    acked: set[int] = set()
+    old.on_subscribe = lambda _c, _u, mid, _codes, _p: acked.add(mid)
+    props = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
+    props.SessionExpiryInterval = 3600
+    old.connect("127.0.0.1", broker.port, clean_start=False, properties=props)
+    old.loop_start()
+    try:
+        subscribed = old.subscribe([(f"{ROOT}/task/callback", 1), (f"{ROOT}/turn/request", 1)])[1]
+        eventually(lambda: subscribed in acked)
+    finally:
+        old.disconnect()
+        old.loop_stop()
+    runtime_factory()
+    probe.publish(
+        f"{ROOT}/task/callback/mobility", {"task_id": "wf-old:move", "seq": 1, "status": "RUNNING"}
+    )
+    assert refusal(probe, "unknown_task", task_id="wf-old:move")["topic"] == (
+        f"{ROOT}/task/callback/mobility"
+    )
