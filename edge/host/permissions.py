@@ -1,4 +1,5 @@
-"""Start-up checks of what the runtime keeps private: the state DB and the secret files."""
+"""Start-up checks of what the runtime keeps private: the state dir, the state DB and the secret
+files."""
 
 from __future__ import annotations
 
@@ -33,10 +34,31 @@ def _tighten(path: Path) -> int | None:
         os.close(fd)
 
 
+def _open_dir(path: Path) -> str | None:
+    """A warning when group or others may write the state dir: whoever can write it can
+    replace state.db or its WAL, plant a symlink, or take the lock. Not changed here (the
+    operator chose the mode, perhaps for a group); the DB files in it are kept 0600."""
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode)
+    except OSError:  # the start-up check says why it cannot be used
+        return None
+    if not mode & 0o022:
+        return None
+    who = " and ".join(w for w, bit in (("group", 0o020), ("others", 0o002)) if mode & bit)
+    return (
+        f"state dir {path} is mode {mode:o}: {who} can write it (replace state.db, its WAL or"
+        f" the lock); chmod go-w {path}"
+    )
+
+
 def check_permissions(settings: Settings) -> list[str]:
-    """Tighten the state DB to 0600 and warn about secrets others can read; returns warnings."""
+    """Warn about a state dir others can write, tighten the state DB to 0600 and warn about
+    secrets others can read; returns the warnings."""
     warnings = []
     db = settings.state_db_path
+    opened = _open_dir(db.parent)
+    if opened:
+        warnings.append(opened)
     for path in (db, db.with_name(db.name + "-wal"), db.with_name(db.name + "-shm")):
         mode = _tighten(path)
         if mode is not None:
