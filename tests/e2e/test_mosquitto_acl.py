@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import uuid
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -141,6 +142,11 @@ def seen_by(probe: MqttProbe, marker: str) -> set[str]:
     }
 
 
+def delivered(probe: MqttProbe, kind: str, end: str) -> bool:
+    """`probe` received the end marker `end` on `P/<kind>`."""
+    return any(isinstance(b, dict) and b.get("end") == end for b in probe.messages(p(kind)))
+
+
 def arrived(condition: Callable[[], bool]) -> None:
     """Wait for the end marker; a role denied even that is caught by the set compared next."""
     with contextlib.suppress(AssertionError):
@@ -159,12 +165,8 @@ def test_every_role_writes_only_its_own_topics(acl_broker: Mosquitto) -> None:
                 for kind in TOPICS:
                     sender.publish(p(kind), {"marker": marker, "kind": kind})
                 last = sorted(writes)[0]  # in order behind every other: all have arrived
-                sender.publish(p(last), {"marker": marker, "end": True})
-                arrived(
-                    lambda m=marker, k=last: any(
-                        b.get("marker") == m and b.get("end") for b in observer.messages(p(k))
-                    )
-                )
+                sender.publish(p(last), {"marker": marker, "end": marker})
+                arrived(partial(delivered, observer, last, marker))
             finally:
                 sender.close()
             assert seen_by(observer, marker) == writes, user
@@ -184,9 +186,7 @@ def test_every_role_reads_only_its_own_topics(acl_broker: Mosquitto) -> None:
             reads = ROLES["pui" if user == "wild" else user][1]
             last = sorted(reads)[-1]
             runtime.publish(p(last), {"marker": "r", "end": user})
-            arrived(
-                lambda r=reader, k=last, u=user: any(b.get("end") == u for b in r.messages(p(k)))
-            )
+            arrived(partial(delivered, reader, last, user))
             assert seen_by(reader, "r") == reads, user
     finally:
         for reader in readers.values():
