@@ -13,7 +13,9 @@ loop (a copy of a large DB is seconds of I/O the loop must not wait on).
 
 `PreMigrationBackups` is the runtime's own: before a schema migration of an existing DB, a copy
 in `<state_dir>/backups/` (0700) named with the schema version it had and a UTC timestamp,
-keeping the newest few.
+keeping the newest few. Each holds the user's words as they were, so none outlives them: a
+forget, a retention pass that removed anything and `storage.backup_keep_days` remove them
+(edge/host/copies.py, SPEC §5.5).
 """
 
 from __future__ import annotations

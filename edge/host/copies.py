@@ -54,16 +54,21 @@ class Copies:
         self._keep = timedelta(days=keep_days)
 
     def listing(self) -> list[Copy]:
+        """The copies there are; a directory that cannot be read is logged, never raised (a
+        forget or a retention pass is not refused for it; the next one tries again)."""
         found: list[Copy] = []
         backups = self.state_dir / BACKUPS
-        for path in sorted(backups.iterdir()) if backups.is_dir() else []:
-            if match := _BACKUP.match(path.name):
-                found.append(Copy(path, _stamp(match[1], True)))
-            elif _BACKUP_TMP.match(path.name):
-                found.append(Copy(path, None))
-        for path in sorted(self.state_dir.glob("state.db-wal.orphaned-*")):
-            if match := _ORPHANED.match(path.name):
-                found.append(Copy(path, _stamp(match[1], bool(match[2]))))
+        try:
+            for path in sorted(backups.iterdir()) if backups.is_dir() else []:
+                if match := _BACKUP.match(path.name):
+                    found.append(Copy(path, _stamp(match[1], True)))
+                elif _BACKUP_TMP.match(path.name):
+                    found.append(Copy(path, None))
+            for path in sorted(self.state_dir.glob("state.db-wal.orphaned-*")):
+                if match := _ORPHANED.match(path.name):
+                    found.append(Copy(path, _stamp(match[1], bool(match[2]))))
+        except OSError as exc:
+            log.error("could not list the copies of the state DB: %s", exc.strerror or exc)
         return found
 
     def forgotten(self) -> int:
