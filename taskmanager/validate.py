@@ -1,6 +1,9 @@
 """Validation of device workflow requests and device task requests (SPEC §4.3).
 
 A request that fails any rule is rejected as a whole with a reason and nothing is dispatched.
+A step's `args` meet the MQTT gate's rule (a2a_common/jsonx.py `finite`: finite numbers, nesting
+at most 32 deep) as they would sit in the step's `task/command`, whichever door the request came
+by (a turn's answer, a replan, `P/workflow/request`): what the runtime accepts it can send.
 An experience contract that does not bind to the plan is refused on its own; the plan runs.
 """
 
@@ -13,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, ValidationError
 
-from a2a_common.jsonx import canonical
+from a2a_common.jsonx import MAX_DEPTH, canonical, finite
 from taskmanager.catalog import Catalog
 from taskmanager.effects import EffectCatalog
 from taskmanager.experience import activate
@@ -25,6 +28,7 @@ MAX_ARGS_BYTES = 8192
 MAX_TIMEOUT_S = 3600.0
 MAX_WAIT_S = 86400.0
 CONSENT_REQUIRED = "consent_required"  # the rejection reason (SPEC §4.2), a machine word
+ARGS_DEPTH = 1  # where a step's args sit in its task/command: they must fit the MQTT gate's cap
 
 
 class _StepWire(BaseModel):
@@ -76,6 +80,11 @@ def _task_step(raw: _StepWire, catalog: Catalog, held: frozenset[str]) -> Step |
         return f"step {raw.step_id}: unknown capability/operation {cap}.{op}"
     if spec.requires_consent and cap not in held:  # SPEC 5.6: a flag in the request grants nothing
         return CONSENT_REQUIRED
+    if not finite(raw.args, ARGS_DEPTH):  # what the gate would refuse is never sent (SPEC 2.4)
+        return (
+            f"step {raw.step_id}: args must hold finite numbers and nest at most"
+            f" {MAX_DEPTH - ARGS_DEPTH} deep"
+        )
     if len(canonical(raw.args)) > MAX_ARGS_BYTES:
         return f"step {raw.step_id}: args larger than {MAX_ARGS_BYTES} bytes"
     timeout = raw.timeout_s if raw.timeout_s is not None else spec.timeout_s

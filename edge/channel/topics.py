@@ -9,7 +9,6 @@ the route table's business (`edge/runtime/routes.py`).
 from __future__ import annotations
 
 import json
-import math
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -29,6 +28,7 @@ from pydantic import (
     model_validator,
 )
 
+from a2a_common.jsonx import MAX_DEPTH, finite
 from a2a_common.text import normal_value
 from edge.store.consent import MAX_TTL_S, SCOPE_PATTERN
 from taskmanager import CallbackStatus
@@ -378,18 +378,6 @@ def _is_text(value: Any) -> bool:
     return True
 
 
-def _finite(value: Any, depth: int = 0) -> bool:
-    if depth > 32:
-        return False
-    if isinstance(value, float):
-        return math.isfinite(value)
-    if isinstance(value, dict):
-        return all(_finite(v, depth + 1) for v in value.values())
-    if isinstance(value, list):
-        return all(_finite(v, depth + 1) for v in value)
-    return True
-
-
 Model = TypeVar("Model", bound=BaseModel)
 
 
@@ -397,8 +385,10 @@ def parse(model: type[Model], payload: bytes, max_bytes: int) -> Model | Refusal
     decoded = decode_object(payload, max_bytes)
     if isinstance(decoded, Refusal):
         return decoded
-    if not _finite(decoded):
-        return Refusal("invalid_field", "numbers must be finite and nesting at most 32 deep")
+    if not finite(decoded):  # the same rule a workflow's args meet (a2a_common/jsonx.py)
+        return Refusal(
+            "invalid_field", f"numbers must be finite and nesting at most {MAX_DEPTH} deep"
+        )
     try:
         return model.model_validate(decoded)
     except ValidationError as exc:
