@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from a2a_common.backup import PreMigrationBackups
 from a2a_common.clock import Clock, SystemClock
 from a2a_common.db import Database
-from a2a_common.sqlite import open_state_db
+from a2a_common.sqlite import StorageError, open_state_db
 from cache import Memory
 from cloud_client import CloudClient
 from edge import __version__
@@ -27,6 +27,7 @@ from edge.host.checkpointer import Checkpointer, restart_at
 from edge.host.copies import Copies
 from edge.host.metrics import Metrics
 from edge.host.notify import Notifier
+from edge.host.reserve import Reserve, open_on_full_disk
 from edge.host.statefiles import StateFiles
 from edge.runtime.executor import Runtime
 from edge.store.commits import Commits
@@ -244,7 +245,17 @@ def build_runtime(
 ) -> Runtime:
     """Open the state DB (migrating it) and wire the service; raises StorageError."""
     clock = clock or SystemClock()
-    db = open_db(settings, clock)
+    reserve = Reserve(settings.state_db_path.parent, settings.storage.reserve_mb)
+    reserve.at_start()  # on a full disk: given back before the DB opens (SPEC 2.4)
+    try:
+        db = open_db(settings, clock)
+    except StorageError as exc:
+        if not reserve.full():
+            raise
+        # SPEC 2.4: up on a full disk all the same: read as it is, turns answered `error`,
+        # the PUI acting from memory; restarted (exit 1) once space is back
+        db = open_on_full_disk(settings.state_db_path, len(MIGRATIONS))
+        reserve.read_only = str(exc)
     # the service's connection never checkpoints inside a COMMIT: its checkpointer does, and
     # the first commit after it restarted the log trims the file (SPEC §6: the WAL's bound)
     db.execute("PRAGMA wal_autocheckpoint=0")
@@ -262,4 +273,5 @@ def build_runtime(
         notifier=notifier or Notifier(),
         settings=settings,
         config_path=config_path,
+        reserve=reserve,
     )

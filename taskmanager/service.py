@@ -387,6 +387,21 @@ class TaskManager:
             ]
         return result
 
+    def preview_cancel(
+        self, workflow_id: str | None, reason: str, board: Board | None = None
+    ) -> tuple[Board, list[CancelTask], list[Workflow], bool]:
+        """What `cancel` would do, in memory only, nothing written (SPEC 2.4: a cancel acts
+        while the DB refuses writes, and is recorded once it takes them): the board after it
+        (from `board`, else the current one), its `task/cancel`s, the workflows it ends, and
+        whether the named id was never accepted here (`unknown_workflow`)."""
+        outcome = decide(board or self.board, Cancel(workflow_id, reason), self._clock.now())
+        cancels = [e for e in outcome.effects if isinstance(e, CancelTask)]
+        ignored = any(
+            isinstance(e, Ignored) and e.reason == "unknown_workflow" for e in outcome.effects
+        )
+        unknown = ignored and workflow_id is not None and not self.store.accepted(workflow_id)
+        return outcome.board, cancels, [wf for wf in outcome.changed if wf.terminal], unknown
+
     def needing(self, capability_id: str) -> list[str]:
         """Active workflows with a step not yet ended whose operation needs a consent grant for
         this capability: what a revoke (or an expiry) of it cancels (SPEC §5.6)."""

@@ -93,6 +93,8 @@ class DeviceApp:
         self.checkpointer = checkpointer
         self.reports = reports
         self.wire: Wire | None = None
+        # dedupe key -> the answer a held press got at once (edge/runtime/safety.py)
+        self.early_answers: dict[str, dict[str, Any]] = {}
         self._closed = False
         self.take_turn = turns.take_turn
         self.close_turn = turns.close_turn
@@ -342,15 +344,18 @@ class DeviceApp:
                 with self.unit():
                     self.outbox.enqueue(self.topics.pui_result, seen.answer)
             return
+        early = self.early_answers.get(key)  # given while the DB refused writes (SPEC 2.4)
         with self.unit() as result:
             self.dedupe.mark(key, arrival.topic)
             result.merge(self.tm.cancel(msg.workflow_id, "pui"))
             ended = [wf.workflow_id for wf in result.finished]
             unknown = any(i.reason == "unknown_workflow" for i in result.ignored)
             status = "cancelled" if ended else "unknown_workflow" if unknown else "nothing_active"
-            answer = {"event_id": msg.event_id, "status": status, "workflow_ids": ended}
-            self.outbox.enqueue(self.topics.pui_result, answer)
+            answer = early or {"event_id": msg.event_id, "status": status, "workflow_ids": ended}
+            status, ended = answer["status"], answer["workflow_ids"]
+            self.outbox.enqueue(self.topics.pui_result, answer)  # the same answer, if again
             self.dedupe.answered(key, answer)
+        self.after_commit(partial(self.early_answers.pop, key, None))
         self.after_commit(
             partial(
                 log.info,

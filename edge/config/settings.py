@@ -135,6 +135,8 @@ class PromotionSettings(_Section):
 
 class MemorySettings(_Section):
     snapshot_budget_bytes: int = Field(4096, ge=256, le=1048576)
+    # the canonical JSON of the `device_context` a turn forwards (edge/app/context_budget.py)
+    device_context_budget_bytes: int = Field(4096, ge=256, le=65536)
     recent_pairs: int = Field(6, ge=0, le=100)
     # profile items the utterance does not name that may still go with a turn (standing context)
     snapshot_standing_items: int = Field(2, ge=0, le=64)
@@ -281,6 +283,8 @@ class StorageSettings(_Section):
     busy_timeout_ms: int = Field(5000, ge=0, le=600000)
     max_size_kb: int = Field(0, ge=0)  # 0: no cap; else the DB refuses to grow past it
     max_wal_mb: int = Field(16, ge=1, le=65536)  # the WAL file's bound (edge/host/checkpointer.py)
+    # `<state_dir>/reserve`: space given back when the disk fills (edge/host/reserve.py); 0: none
+    reserve_mb: int = Field(4, ge=0, le=1024)
     # pre-migration copies in `<state_dir>/backups/` older than this go (SPEC 5.5)
     backup_keep_days: int = Field(7, ge=1, le=3650)
 
@@ -288,6 +292,10 @@ class StorageSettings(_Section):
 class LogSettings(_Section):
     level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     format: Literal["text", "json"] = "text"
+    # a flood of refusals: at most this many lines of one kind a window, then one line with
+    # the count of the rest at the window's end (edge/host/log.py RepeatLimiter)
+    repeat_lines: int = Field(10, ge=1, le=10000)
+    repeat_window_s: float = Field(60.0, gt=0, le=3600)
 
     @field_validator("level", mode="before")
     @classmethod

@@ -16,16 +16,22 @@ import logging
 import os
 import signal
 import time
+from collections.abc import Coroutine
 from functools import partial
 from pathlib import Path
+from typing import Any
 
+from a2a_common import jsonx
 from a2a_common.clock import iso, seconds_between
+from a2a_common.sqlite import StorageUnavailable
 from edge.app.device import DeviceApp
-from edge.channel.mqtt import ChannelHandlers, LastWill, MqttChannel
+from edge.app.turn_inputs import unanswered_body
+from edge.channel.mqtt import ChannelHandlers, Inbound, LastWill, MqttChannel
 from edge.config.errors import ConfigError
 from edge.config.settings import Settings
 from edge.host.metrics_server import serve as serve_metrics
 from edge.host.notify import Notifier
+from edge.host.reserve import Reserve
 from edge.runtime.alarm import watch_alarms
 from edge.runtime.health import Health
 from edge.runtime.intake import Intake
@@ -38,6 +44,7 @@ from edge.runtime.lifecycle import (
 )
 from edge.runtime.metrics_state import state_reader
 from edge.runtime.routes import Router, route_table
+from edge.runtime.safety import SafetyLane, turn_id_of
 from edge.runtime.warmup import Warmup
 from edge.store.door import Door
 
@@ -53,6 +60,7 @@ REAP_AFTER_S = 2.0
 READY_WAITS_FOR_BROKER_S = 1.0  # at most, for the first subscriptions (then READY anyway)
 PREPARE_BY_S = 2.0  # the warm-up, when no broker connection came first (edge/runtime/warmup.py)
 FAILED_TICK_RETRY_S = 1.0  # a deadline whose tick failed with a bug is tried again this late
+STORAGE_FULL = "storage_full"  # a turn's error while the disk is full (SPEC 2.4)
 
 
 class Runtime:
@@ -65,6 +73,7 @@ class Runtime:
         notifier: Notifier,
         settings: Settings,
         config_path: Path | None = None,
+        reserve: Reserve | None = None,
     ) -> None:
         self._app = app
         self._door = door
@@ -81,12 +90,27 @@ class Runtime:
         self._servers: list[asyncio.Server] = []
         self._last_broker_error = ""
         self._debug = os.environ.get("A2A_DEBUG_HOOKS") == "1"  # tests: faults on purpose
+        # SPEC 2.4: safety does not wait for storage (edge/runtime/safety.py, edge/host/reserve.py)
+        self._reserve = reserve or Reserve(settings.state_db_path.parent, 0)
+        self._lane = SafetyLane(
+            tm=app.tm,
+            topics=app.topics,
+            clock=app.clock,
+            send=self._send_now,
+            answered=self._answered,
+            early=app.early_answers,
+        )
+        door.on_refused = self._storage_refused
+        door.on_back = self._lane.reset
+        self._turns_refused = 0
         self._intake = Intake(
             app=app,
             door=door,
             channel=channel,
             router=self._router,
             max_payload_bytes=settings.mqtt.max_payload_bytes,
+            lane=self._lane,
+            refuse_now=self._refuse_turn,
         )
         self._intake_task: asyncio.Task[None] | None = None
         self.health = Health(
@@ -95,6 +119,7 @@ class Runtime:
             started_at=iso(app.clock.now()),
             intake_held=lambda: self._intake.held,
             intake_stopped=self._intake_stopped,
+            storage=self._reserve.line,
         )
         self._exit_code = 0
         self._ready = False  # READY=1 sent
@@ -110,7 +135,7 @@ class Runtime:
         app = self._app
         # SPEC §6: DB or WAL removed/replaced -> stop, exit 1
         app.when_state_lost(lambda reason: loop.call_soon_threadsafe(self._state_lost, reason))
-        recovered = app.recover()
+        recovered = self._recover()
         self._door.run("reload", app.relabel, key="relabel")  # a new lexicon: before READY
         app.attach(self._channel)
         self._channel.start(
@@ -149,8 +174,9 @@ class Runtime:
             asyncio.create_task(self._deadlines()),
             asyncio.create_task(app.run_reporter(self._door)),
             asyncio.create_task(self._housekeeping()),
-            asyncio.create_task(watch_alarms(app.unconfirmed_cancels, self._on_alarm)),
-            *(asyncio.create_task(job) for job in app.background()),
+            asyncio.create_task(watch_alarms(self._alarms, self._on_alarm)),
+            asyncio.create_task(self._safety()),
+            *(asyncio.create_task(self._guarded(job)) for job in app.background()),
         ]
         await self._stop.wait()
         self._intake.stop()  # held messages stay unacked: the broker keeps them
@@ -167,6 +193,38 @@ class Runtime:
             before_close=self._warmup.stop,
         )
         return self._exit_code
+
+    async def _guarded(self, job: Coroutine[Any, Any, None]) -> None:
+        """An app loop; one that ends with an error says so at once (on a DB opened read-only
+        on a full disk the checkpointer cannot open its connection: expected until the
+        restart)."""
+        name = getattr(job, "__qualname__", "an app loop")
+        try:
+            await job
+        except Exception as exc:
+            if self._reserve.read_only:
+                log.warning("%s not running: the state DB is read-only (%s)", name, exc)
+            else:
+                log.exception("%s ended with an error", name)
+
+    def _recover(self) -> dict[str, int]:
+        """The start-up recovery; on a full disk (SPEC 2.4) the board is loaded all the same
+        (a press acts on it) and the recovery's writes are held like any input's."""
+        app = self._app
+        try:
+            return app.recover()
+        except StorageUnavailable as exc:
+            log.error("state DB refuses writes at start (%s): recovery held", exc)
+            app.load()
+            if not self._reserve.read_only:  # read-only: done after the restart, not here
+                self._door.run("recovery", app.recover, key="recovery")
+            active = len(app.tm.active_ids())
+            return {
+                "reports_kept": 0,
+                "interrupted_turns": 0,
+                "active_workflows": active,
+                "commands_resent": 0,
+            }
 
     async def _say_offline(self, timeout_s: float) -> bool:
         return await self._channel.publish_and_wait(
@@ -273,6 +331,7 @@ class Runtime:
             await asyncio.sleep(tick)
             self.health.loop_lag = max(0.0, clock.monotonic() - started - tick)
             now = clock.monotonic()
+            self._check_reserve()
             try:
                 self._app.ping()
             except Exception:  # a DB that does not answer means unhealthy: no ping
@@ -317,6 +376,81 @@ class Runtime:
         if self.health.broker_up:
             status = self.health.status("online")
             self._channel.publish(self._topics.runtime_status, status, retain=True)
+
+    # --- safety while the DB refuses writes (SPEC 2.4) -------------------------------------------
+    def _send_now(self, topic: str, payload: bytes) -> int | None:
+        return self._channel.publish_now(topic, payload)
+
+    def _answered(self, key: str) -> dict[str, Any] | None:
+        """The committed answer of an input (a press seen before), when the DB can be read."""
+        try:
+            seen = self._app.dedupe.seen(key)
+        except Exception:
+            return None
+        return None if seen is None else seen.answer
+
+    def _alarms(self) -> list[str]:
+        return sorted(set(self._app.unconfirmed_cancels()) | self._lane.alarms)
+
+    async def _safety(self) -> None:
+        """While the DB refuses writes, the cancel-confirm windows run from memory (the
+        lane's): a due re-send or safe stop goes out at once."""
+        lane, clock = self._lane, self._app.clock
+        while True:
+            lane.wake.clear()
+            due = None
+            if self._door.storage_error:
+                lane.due()
+                due = lane.next_due()
+            delay = None if due is None else max(0.05, (due - clock.now()).total_seconds())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(lane.wake.wait(), delay)
+
+    def _storage_refused(self, _exc: StorageUnavailable) -> None:
+        """A write refused: on a full disk the reserve is given back and what is held is tried
+        again at once."""
+        self._lane.wake.set()
+        if self._reserve.full() and self._reserve.release("a write was refused"):
+            asyncio.get_running_loop().call_soon(self._door.retry_now)
+            self._storage_changed()
+
+    def _check_reserve(self) -> None:
+        """Every watchdog tick: given back when the disk is full, made again once space is."""
+        reserve = self._reserve
+        if reserve.read_only and not reserve.full():  # opened read-only on a full disk
+            log.warning("space is back: stopping so the state DB opens for writing (restart)")
+            self._fatal("the state DB was opened read-only on a full disk", logged=True)
+            return
+        if reserve.full():
+            if reserve.release("the disk is full"):
+                self._door.retry_now()
+                self._storage_changed()
+        elif reserve.released and reserve.make():
+            self._storage_changed()
+
+    def _storage_changed(self) -> None:
+        self._publish_status()
+        self._notifier.status(self.health.line())
+
+    def _refuse_turn(self, msg: Inbound) -> bool:
+        """A turn on a full disk is answered `error` (storage_full) at once, straight to the
+        broker, and acknowledged: its writes would take the last space, kept for safety."""
+        if self._topics.kind_of(msg.topic) != "turn/request" or not self._reserve.full():
+            return False
+        if self._reserve.release("a turn came on a full disk") and not self._reserve.full():
+            self._storage_changed()
+            return False
+        turn_id = turn_id_of(msg.payload)
+        if turn_id is None:
+            return False  # refused as usual (held until the DB takes writes)
+        body = unanswered_body(turn_id, "error", STORAGE_FULL)
+        if self._send_now(self._topics.turn_response, jsonx.dumps(body).encode("utf-8")) is None:
+            return False
+        self._turns_refused += 1
+        if self._turns_refused == 1 or self._turns_refused % 100 == 0:
+            log.warning("storage full: %d turns answered error storage_full", self._turns_refused)
+        self._app.metrics.inc("a2a_turns_total", "turn responses sent, by status", status="error")
+        return True
 
     # --- the channel and stops ------------------------------------------------------------------
     def _on_disconnected(self, reason: str) -> None:

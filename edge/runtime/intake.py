@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import partial
 from typing import Any
 
@@ -17,6 +17,7 @@ from edge.app.device import DeviceApp
 from edge.channel.mqtt import Inbound, MqttChannel
 from edge.channel.topics import Arrival, Refusal
 from edge.runtime.routes import Route, Router
+from edge.runtime.safety import SafetyLane
 from edge.store.door import Door, Outcome
 
 log = logging.getLogger(__name__)
@@ -36,6 +37,8 @@ class Intake:
         channel: MqttChannel,
         router: Router,
         max_payload_bytes: int,
+        lane: SafetyLane | None = None,
+        refuse_now: Callable[[Inbound], bool] = lambda _msg: False,
     ) -> None:
         self._app = app
         self._metrics = app.metrics
@@ -47,10 +50,16 @@ class Intake:
         self.accepting = True
         self._held: list[Inbound] = []  # what the DB could not take yet, in arrival order
         self._waiting = False  # the door holds our retry
+        # SPEC 2.4: held cancels (a PUI press, workflow.cancel) act at once (the lane) and are
+        # applied before every other held input, by a retry at the door's front
+        self._lane = lane
+        self._urgent: list[Inbound] = []
+        self._urgent_waiting = False
+        self._refuse_now = refuse_now  # answered without the DB (a turn on a full disk)
 
     @property
     def held(self) -> int:
-        return len(self._held)
+        return len(self._held) + len(self._urgent)
 
     def stop(self) -> None:
         """Take nothing more; held messages stay unacked (the broker keeps them)."""
@@ -69,17 +78,19 @@ class Intake:
         (SPEC §2.4): behind a held message every later one waits too. A batch that fails
         outside its handlers rolls back whole and each message is taken again on its own."""
         taken: list[Inbound] = []
-        held_before = len(self._held)
+        held_before, urgent_before = len(self._held), len(self._urgent)
         group = self._door.attempt("inbound batch", partial(self._take_all, messages, taken, alone))
         if group.outcome in (Outcome.HELD, Outcome.FAILED) and isinstance(messages, list):
             taken += messages[len(taken) :]  # not a channel batch: what it did not reach is ours
         if group.outcome is Outcome.HELD:  # the COMMIT itself failed: none of it is on disk
             log.error("state DB refused a group commit of %d messages", len(taken))
             del self._held[held_before:]
+            del self._urgent[urgent_before:]
             for msg in taken:
                 self._hold(msg)
         elif group.outcome is Outcome.FAILED:  # rolled back whole; nothing was acknowledged
             del self._held[held_before:]
+            del self._urgent[urgent_before:]
             for msg in taken:
                 if alone:
                     self._last_resort(msg, group.detail())
@@ -92,13 +103,21 @@ class Intake:
         if self._held and not self._waiting and self.accepting:
             self._waiting = True
             self._door.wait("inbound message", self._take_held)
+        if self._urgent and not self._urgent_waiting and self.accepting:
+            self._urgent_waiting = True
+            self._door.wait("safety input", self._take_urgent, first=True)
 
     def _take_all(self, messages: Iterable[Inbound], taken: list[Inbound], alone: bool) -> None:
         for msg in messages:
             if not self.accepting:
                 break  # stopping: what is left stays unacked for the next run
+            if not msg.held and self._refuse_now(msg):
+                self._channel.ack(msg)  # its outcome was given without the DB
+                continue
             taken.append(msg)
-            if self._held or not self._take(msg):
+            urgent = self._lane is not None and self._lane.urgent(msg)
+            behind = self._urgent or (not urgent and self._held)  # cancels go first
+            if behind or not self._take(msg):
                 self._hold(msg)
             else:
                 self._app.after_commit(partial(self._channel.ack, msg))
@@ -159,6 +178,12 @@ class Intake:
             self._hold(msg)
 
     def _hold(self, msg: Inbound) -> None:
+        if self._lane is not None and self._lane.urgent(msg):
+            self._lane.held(msg)  # acts at once from memory (once per message)
+            self._urgent.append(msg if msg.held else msg.as_held())
+            return
+        if self._lane is not None and not msg.held:
+            self._lane.held(msg)  # a callback may confirm a stop the lane watches
         if msg.held:
             self._held.append(msg)
             return
@@ -169,6 +194,22 @@ class Intake:
             return
         # held, not refused: its one outcome is the applied one, once the DB takes writes
         self._held.append(msg.as_held())
+
+    def _take_urgent(self) -> bool:
+        """The door's front retry: True once every held cancel went through."""
+        if not self.accepting:
+            return True
+        urgent, self._urgent = self._urgent, []
+        self.take(urgent)
+        if not self.accepting or self._door.closed:
+            return True
+        if self._urgent:
+            return False
+        self._urgent_waiting = False
+        if self._lane is not None:
+            self._lane.applied()
+        log.warning("state DB takes writes again: %d held cancels applied first", len(urgent))
+        return True
 
     def _take_held(self) -> bool:
         """The door's retry: True once every held message went through."""

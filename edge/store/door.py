@@ -88,6 +88,9 @@ class Door:
     def __init__(self, *, unit: Callable[[], AbstractContextManager[Any]]) -> None:
         self._unit = unit
         self.on_fatal: Callable[[str], None] = _log_fatal  # the executor's stop, once it runs
+        # told of every refusal (the executor gives the storage reserve back on a full disk)
+        self.on_refused: Callable[[StorageUnavailable], None] = lambda _exc: None
+        self.on_back: Callable[[], None] = lambda: None  # every held input applied
         self.failures: Counter[str] = Counter()  # inputs that failed with a bug, by kind
         self.storage_error = ""  # why the DB refused the last write it refused ("" once back)
         self._told: set[str] = set()  # kinds held and said so in the log, this episode
@@ -109,6 +112,7 @@ class Door:
                 self._told.add(kind)
                 log.error("state DB refuses writes (%s): holding %s", exc, kind)
             self.storage_error = str(exc)
+            self.on_refused(exc)
             return Attempt(Outcome.HELD, error=exc)
         except StorageCorrupt as exc:
             return self._fatal(exc)
@@ -120,9 +124,14 @@ class Door:
             log.exception("%s", failure or f"{kind} failed inside the runtime")
             return Attempt(Outcome.FAILED, error=exc)
         if not self._waiting:
-            self.storage_error = ""
-            self._told.clear()
+            self._back()
         return Attempt(Outcome.DONE, value)
+
+    def _back(self) -> None:
+        was, self.storage_error = self.storage_error, ""
+        self._told.clear()
+        if was:
+            self.on_back()
 
     def _fatal(self, exc: BaseException) -> Attempt[Any]:
         """The DB is damaged: the stop, and nothing held is tried again (none of it would
@@ -184,12 +193,17 @@ class Door:
             self.wait(kind, again)
         return await done
 
-    def wait(self, kind: str, retry: Retry, *, key: str | None = None) -> None:
-        """Queue a held input's retry; `retry` returns False while the DB still refuses."""
+    def wait(self, kind: str, retry: Retry, *, key: str | None = None, first: bool = False) -> None:
+        """Queue a held input's retry; `retry` returns False while the DB still refuses.
+        `first`: ahead of every other held input (held cancels, SPEC 2.4: nothing starts
+        before them once storage is back)."""
         if key is not None:
             self._keys.add(key)
             retry = self._keyed(key, retry)
-        self._waiting.append((kind, retry))
+        if first:
+            self._waiting.insert(0, (kind, retry))
+        else:
+            self._waiting.append((kind, retry))
         self._schedule()
 
     def _keyed(self, key: str, retry: Retry) -> Retry:
@@ -213,7 +227,8 @@ class Door:
             self._timer.cancel()
             self._timer = None
         while self._waiting and not self._closed:
-            kind, retry = self._waiting[0]
+            entry = self._waiting[0]
+            kind, retry = entry
             try:
                 went = retry()
             except Exception:  # a retry's own outcome handling failed: never stop the rest
@@ -222,13 +237,12 @@ class Door:
             if not went:
                 self._schedule()
                 return
-            self._waiting.pop(0)
+            self._waiting.remove(entry)  # by identity: a retry may have queued one first
         if self._closed:
             return
         if self.storage_error and not self._waiting:
             log.warning("state DB takes writes again: every held input applied")
-        self.storage_error = ""
-        self._told.clear()
+        self._back()
         self._delay = RETRY_MIN_S
 
     def close(self) -> None:

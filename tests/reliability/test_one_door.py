@@ -31,6 +31,7 @@ COMMANDS = f"{ROOT}/task/command/mobility"
 ACK_S = 3.0  # the step's ack window: the disk is full well before it closes
 PAST_S = 1.5  # how long past the deadline the disk stays full
 SPACE_BACK_S = 15.0  # what may pass between space returning and the work held being done
+NO_RESERVE = {"reserve_mb": 0}  # a disk full to the last byte: no reserve to give back
 
 
 def instant(text: str) -> datetime:
@@ -52,7 +53,7 @@ def test_a_deadline_due_while_the_disk_is_full_fires_once_space_returns(
     out, until a restart."""
     wf, move = "wf-full", "wf-full:step_move"
     devices.behaviors["mobility.move_to_room"] = Behavior("silent")  # never acknowledges
-    runtime = runtime_factory()
+    runtime = runtime_factory(storage=NO_RESERVE)
     assert runtime.proc is not None
     pid = runtime.proc.pid
     steps: list[dict[str, Any]] = MOVE_PURIFY["steps"]  # type: ignore[assignment]
@@ -103,7 +104,7 @@ def test_a_session_lost_while_the_disk_is_full_is_handled_once_space_returns(
     `broker disconnected`."""
     wf, move = "wf-lost", "wf-lost:step_move"
     devices.behaviors["mobility.move_to_room"] = Behavior("hold")  # RUNNING until cancelled
-    runtime = runtime_factory()  # no WATCHDOG_USEC: STATUS= is sent only on connection changes
+    runtime = runtime_factory(storage=NO_RESERVE)  # no WATCHDOG_USEC: STATUS= only on connects
     assert runtime.proc is not None
     pid = runtime.proc.pid
     probe.publish(f"{ROOT}/workflow/request", {**MOVE_PURIFY, "workflow_id": wf})
@@ -173,7 +174,7 @@ def test_a_reload_on_a_full_disk_returns_once_it_is_applied(
     returned, but its mark could not be written on the full disk and nothing wrote it later:
     `a2a-edge reload` (the unit's ExecReload) waited in vain and exited 1 for a reload that
     was applied, and a 0-byte `.reloaded.tmp` stayed behind."""
-    runtime = runtime_factory()
+    runtime = runtime_factory(storage=NO_RESERVE)
     config = runtime.config
     filler = fill(small_disk)
     config.write_text(config.read_text() + '\n[privacy]\nconsented_categories = ["health"]\n')
