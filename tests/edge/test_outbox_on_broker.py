@@ -199,3 +199,33 @@ def test_a_safe_stop_queued_last_reaches_the_broker_first_after_a_reconnect(
         with_outbox(broker, tmp_path, body)
     finally:
         keeper.close()
+
+
+def test_what_paho_held_over_an_outage_is_dropped_not_sent_late(
+    broker: Mosquitto, tmp_path: Path
+) -> None:
+    """paho's memory is no queue across an outage: a QoS 1 publish made while the broker is away
+    is dropped at the next connection (its expiry would be stale); a direct publish is refused
+    while no connection is up, and goes at once on one."""
+    keeper = Keeper(broker.port, "t/direct")
+
+    async def body(channel: MqttChannel, _outbox: DurableOutbox, seen: Events) -> None:
+        await until(lambda: seen.connects)
+        await broker_away(broker, seen)
+        channel.publish("t/direct", b'{"task_id": "held"}', expiry_s=1)  # paho keeps it
+        await asyncio.to_thread(broker.start)
+        await until(lambda: len(seen.connects) == 2, 15)
+        await asyncio.to_thread(keeper.wait, lambda: keeper.connects >= 2)
+        channel.publish("t/direct", b'{"task_id": "after"}')
+        await asyncio.to_thread(keeper.wait, lambda: "after" in keeper.ids())
+        assert keeper.ids() == ["after"]  # main: ['held', 'after']
+        assert channel.publish_now("t/direct", b'{"task_id": "now"}') is not None
+        await asyncio.to_thread(keeper.wait, lambda: "now" in keeper.ids())
+        await broker_away(broker, seen)
+        assert channel.connection is None
+        assert channel.publish_now("t/direct", b'{"task_id": "never"}') is None
+
+    try:
+        with_outbox(broker, tmp_path, body)
+    finally:
+        keeper.close()
