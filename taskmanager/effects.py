@@ -7,7 +7,11 @@ operation's allowlist): a bad one stops the start (exit 2).
 A provider is a capability operation, optionally with argument constraints (`set_mode {mode:
 "quiet"}` provides `quiet_environment`; `set_mode {mode: "auto"}` does not), or a skill id (a
 cloud content skill: the device never binds a step to one, it is kept so that one catalog file can
-serve both sides)."""
+serve both sides).
+
+A provider that constrains the argument its evidence key answers (the catalog's `arg`:
+`set_mode {mode: "quiet"}` with `purifier_mode`) lists evidence values that agree with it, or
+evidence that agrees with the command could never prove the effect: refused at load."""
 
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from taskmanager.catalog import Catalog, EvidenceKey, Scalar, load_json
 from taskmanager.errors import EffectsError
+from taskmanager.evidence import agrees
 
 EFFECT_ID = r"^[a-z][a-z0-9_]{0,63}$"
 
@@ -91,10 +96,22 @@ def _provider(where: str, model: _ProviderModel, catalog: Catalog) -> Provider:
         raise EffectsError(where, f"{op} is not in the capability catalog")
     if model.evidence is None:  # success needs terminal evidence (SPEC 4.5)
         raise EffectsError(where, "a capability provider names the evidence that proves it")
-    if operation.evidence_key(model.evidence.key) is None:
+    listed = operation.evidence_key(model.evidence.key)
+    if listed is None:
         raise EffectsError(where, f"evidence key {model.evidence.key} is not on its allowlist")
     values = None if model.evidence.values is None else tuple(model.evidence.values)
     evidence = EvidenceKey(model.evidence.key, values)
+    arg = listed.arg
+    if (
+        arg is not None
+        and arg in model.args
+        and values is not None
+        and not any(agrees(v, model.args[arg]) for v in values)
+    ):
+        raise EffectsError(  # evidence that agrees with the command could never prove it
+            where,
+            f"args.{arg} {model.args[arg]!r} is none of evidence {model.evidence.key}'s values",
+        )
     args = tuple(sorted(model.args.items()))
     return Provider(model.capability_id, model.operation_id, args, evidence)
 

@@ -15,7 +15,8 @@ import pytest
 
 from a2a_common.clock import ManualClock
 from taskmanager.catalog import load_catalog, parse_catalog
-from taskmanager.errors import CatalogError
+from taskmanager.effects import load_effects, parse_effects
+from taskmanager.errors import CatalogError, EffectsError
 from taskmanager.events import Callback
 from taskmanager.evidence import screen_evidence
 from tests.taskmanager.helpers import T0, ReportSink
@@ -206,3 +207,26 @@ def test_a_bad_argument_name_stops_the_catalog(entry: dict[str, Any]) -> None:
     raw = {"m": {"o": {"timeout_s": 1, "ack_timeout_s": 1, "terminal_evidence": [entry]}}}
     with pytest.raises(CatalogError, match="terminal_evidence"):
         parse_catalog(copy.deepcopy(raw), "catalog.json")
+
+
+def test_an_effect_whose_constraint_its_evidence_values_contradict_stops_the_start() -> None:
+    """`set_mode {mode: quiet}` proved only by `purifier_mode = auto`: agreeing evidence could
+    never prove it, so the effect catalog is refused where it says so."""
+    wrong = {
+        "quiet_environment": {
+            "providers": [
+                {
+                    "capability_id": "air_purifier",
+                    "operation_id": "set_mode",
+                    "args": {"mode": "quiet"},
+                    "evidence": {"key": "purifier_mode", "values": ["auto"]},
+                }
+            ]
+        }
+    }
+    with pytest.raises(EffectsError, match=r"quiet_environment\.providers\.0.*args\.mode 'quiet'"):
+        parse_effects(wrong, "effects.json", CATALOG)
+    right = copy.deepcopy(wrong)
+    right["quiet_environment"]["providers"][0]["evidence"]["values"] = ["quiet"]
+    assert parse_effects(right, "effects.json", CATALOG).known("quiet_environment")
+    assert len(load_effects(CATALOG)) == 9  # the shipped one holds
