@@ -167,3 +167,38 @@ def test_a_start_on_a_full_disk_comes_up_answers_error_and_a_press_acts(
     assert bodies and all(b == bodies[0] for b in bodies), bodies
     assert probe.turn("after", "안녕")["status"] == "ok"
     assert runtime.terminate() == 0
+
+
+def test_an_unconfirmed_cancel_on_a_full_disk_escalates_to_the_safe_stop(
+    small_disk: Path, runtime_factory: RuntimeFactory, probe: MqttProbe, devices: DeviceAgents
+) -> None:
+    """SPEC 4.2 while the DB refuses writes: the agent never confirms the press's cancel, so it
+    goes again after one window and the capability's safe stop after the second, straight to
+    the agent. Before: nothing at all went out while the disk stayed full."""
+    window = 0.5
+    wf, move = "wf-hung", "wf-hung:step_move"
+    devices.behaviors["mobility.move_to_room"] = Behavior("hung")  # sits on its cancel
+    runtime = runtime_factory(
+        storage=NO_RESERVE,
+        taskmanager={"cancel_confirm_s": window},
+        env={"WATCHDOG_USEC": "1000000"},
+    )
+    probe.publish(f"{ROOT}/workflow/request", {**MOVE_PURIFY, "workflow_id": wf})
+    running(probe, move)
+    filler = fill(small_disk)
+    pressed = time.monotonic()
+    probe.publish(PUI_EVENT, {"event_id": "press-hung", "kind": "cancel", "workflow_id": wf})
+    probe.wait_for(PUI_RESULT, lambda b: b.get("event_id") == "press-hung", ACTS_WITHIN_S)
+    stop = probe.wait_for(
+        f"{ROOT}/task/command/mobility", lambda b: b.get("safe_stop") is True, 2 * window + 5
+    )
+    stopped_in = time.monotonic() - pressed
+    assert 2 * window <= stopped_in < 2 * window + ACTS_WITHIN_S, stopped_in
+    assert (stop["stops_task_id"], stop["operation_id"]) == (move, "stop")
+    assert len([c for c in devices.cancels if c["task_id"] == move]) >= 2  # sent, then again
+    assert f"cancel of {move} unconfirmed: safe stop mobility.stop commanded" in runtime.log()
+    assert filler.exists()
+    devices.release(move)
+    filler.unlink()
+    assert eventually(lambda: workflow_status(small_disk / "state.db", wf) == "cancelled", 20)
+    assert runtime.terminate() == 0
