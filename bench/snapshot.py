@@ -188,7 +188,7 @@ def naive_focus(memory: Memory, text: str, context: dict[str, object]) -> bytes:
         sync=view.sync,
     )
     minute = int(NOW.timestamp() // 60)
-    view = focused(view, query(text, context), standing=2, turn_minute=minute)
+    view = focused(view, query(text, context), standing=2, turn=minute)
     policy = memory.policy
     return canonical(build_snapshot(view, policy.snapshot_budget_bytes, policy.recent_pairs))
 
