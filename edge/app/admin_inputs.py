@@ -35,7 +35,10 @@ class AdminInputs:
             self.app, key, content, topic=topic, answer_topic=answers, refused=refused
         ):
             return
-        if expired(msg.expires_at, self.app.clock.now()):
+        # a workflow.cancel answered at once while the DB refused writes (SPEC 2.4,
+        # edge/runtime/safety.py): recorded now with that answer, however late
+        early = self.app.early_answers.get(key)
+        if early is None and expired(msg.expires_at, self.app.clock.now()):
             with self.app.unit():
                 self.app.outbox.enqueue(answers, {**refused, "error": EXPIRED.error})
             self.app.refuse(topic, EXPIRED, ref=ref)
@@ -43,8 +46,11 @@ class AdminInputs:
         with self.app.unit():
             self.app.dedupe.mark(key, topic, content)
             answer = {"request_id": msg.request_id, **self.admin(msg.command, msg.args)}
+            answer = early or answer
             self.app.outbox.enqueue(answers, answer)
             self.app.dedupe.answered(key, answer)
+        if early is not None:
+            self.app.after_commit(partial(self.app.early_answers.pop, key, None))
 
     def admin(self, command: str, args: dict[str, Any]) -> dict[str, Any]:
         """A mutating CLI command in one unit of work: `{"ok": True, "result": …}` or

@@ -112,14 +112,32 @@ class SafetyLane:
         self._publish(self._topics.pui_result, answer)
 
     def _admin_cancel(self, payload: bytes) -> None:
+        """`a2a-edge workflows cancel`: its cancels go now and it is answered now, as the
+        applied request would be (edge/app/admin_inputs.py records that answer)."""
         msg = parse(AdminRequestMsg, payload, MAX_BYTES)
         if not isinstance(msg, AdminRequestMsg) or msg.command != "workflow.cancel":
             return
         workflow_id = msg.args.get("workflow_id")
-        if isinstance(workflow_id, str) and workflow_id:
+        if not isinstance(workflow_id, str) or not workflow_id:
+            return  # refused as usual, once the DB takes writes
+        key = f"admin:{msg.request_id}"
+        answer = self.early.get(key)
+        if answer is None:
+            if self._answered(key) is not None:
+                return  # applied before: its repeat is answered as usual
             ended = self._cancel(workflow_id, "user")
-            if ended is not None and ended[0]:
-                log.warning("workflow.cancel %s acted on while the DB refuses writes", workflow_id)
+            if ended is None:
+                return
+            ids = ended[0]
+            answer = (
+                {"request_id": msg.request_id, "ok": True, "result": {"cancelled": ids}}
+                if ids
+                else {"request_id": msg.request_id, "ok": False}
+                | {"error": f"no active workflow {workflow_id}"}
+            )
+            self.early[key] = answer
+            log.warning("workflow.cancel %s acted on while the DB refuses writes", workflow_id)
+        self._publish(self._topics.admin_response, answer)
 
     def _cancel(self, workflow_id: str | None, reason: str) -> tuple[list[str], bool] | None:
         """The cancel on the board as acted on so far; its task/cancels sent now. None when

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -199,6 +201,39 @@ def test_an_unconfirmed_cancel_on_a_full_disk_escalates_to_the_safe_stop(
     assert f"cancel of {move} unconfirmed: safe stop mobility.stop commanded" in runtime.log()
     assert filler.exists()
     devices.release(move)
+    filler.unlink()
+    assert eventually(lambda: workflow_status(small_disk / "state.db", wf) == "cancelled", 20)
+    assert runtime.terminate() == 0
+
+
+def test_a_cli_cancel_on_a_full_disk_acts_at_once_and_is_recorded_when_space_returns(
+    small_disk: Path, runtime_factory: RuntimeFactory, probe: MqttProbe, devices: DeviceAgents
+) -> None:
+    """`a2a-edge workflows cancel` while the DB refuses writes: the agent gets its cancel and
+    the CLI its answer at once; recorded (`cancelled`, reason user) once space is back, even
+    past the request's `expires_at`. Before: the CLI gave up (exit 1) and nothing went out."""
+    wf, move = "wf-cli", "wf-cli:step_move"
+    devices.behaviors["mobility.move_to_room"] = Behavior("hold")
+    runtime = runtime_factory(storage=NO_RESERVE)
+    probe.publish(f"{ROOT}/workflow/request", {**MOVE_PURIFY, "workflow_id": wf})
+    running(probe, move)
+    filler = fill(small_disk)
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "edge", "workflows", "cancel", wf, "--config", str(runtime.config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"cancelled {wf}" in done.stdout
+    devices.wait_for(lambda d: any(c["task_id"] == move for c in d.cancels), ACTS_WITHIN_S)
+    assert [c["reason"] for c in devices.cancels if c["task_id"] == move][:1] == ["user"]
+    assert time.monotonic() - started < 15  # the CLI's own start-up counts here
+    assert filler.exists()
+    assert eventually(lambda: "acted on while the DB refuses writes" in runtime.log(), 5)
+    # the request's expires_at (5 s, the CLI's wait) and its 2 s grace pass on the full disk
+    eventually(lambda: time.monotonic() > started + 5 + 2 + 1, 15)
     filler.unlink()
     assert eventually(lambda: workflow_status(small_disk / "state.db", wf) == "cancelled", 20)
     assert runtime.terminate() == 0
