@@ -8,13 +8,16 @@ one and the same text. The format characters go first, so a decomposed syllable 
 space split still composes. It is idempotent: `normal(normal(t)) == normal(t)`.
 
 `normal_value` does the same to every string of a JSON value (object keys included), leaving
-numbers, booleans and null as they are.
+numbers, booleans and null as they are; a value nested deeper than `jsonx.MAX_DEPTH` is refused
+(`ValueError`, which a pydantic validator reports as a field error) rather than recursed into.
 """
 
 from __future__ import annotations
 
 import unicodedata
 from typing import Any
+
+from a2a_common.jsonx import MAX_DEPTH
 
 
 def normal(text: str) -> str:
@@ -26,14 +29,19 @@ def normal(text: str) -> str:
     return unicodedata.normalize("NFC", text)
 
 
-def normal_value(value: Any) -> Any:
+def normal_value(value: Any, depth: int = 0) -> Any:
     """`value` with every string in it (object keys too) `normal`: a JSON value in, one out."""
+    if depth > MAX_DEPTH:
+        raise ValueError(f"nested more than {MAX_DEPTH} deep")
     if isinstance(value, str):
         return normal(value)
     if isinstance(value, list | tuple):
-        return [normal_value(v) for v in value]
+        return [normal_value(v, depth + 1) for v in value]
     if isinstance(value, dict):
-        return {(normal(k) if isinstance(k, str) else k): normal_value(v) for k, v in value.items()}
+        return {
+            (normal(k) if isinstance(k, str) else k): normal_value(v, depth + 1)
+            for k, v in value.items()
+        }
     return value
 
 

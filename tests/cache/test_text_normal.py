@@ -159,3 +159,17 @@ def test_the_doors_take_texts_keys_and_values_normalised() -> None:
     )
     assert (updates.profile_items[0].key, updates.profile_items[0].value) == (KEY, NFC)
     assert updates.deleted_profile_keys == [KEY]
+
+
+def test_a_value_nested_past_the_gates_depth_is_refused_not_recursed_into() -> None:
+    """A cloud profile value 5,000 levels deep is a field error, not a RecursionError."""
+    import pytest
+
+    from a2a_common.text import normal_value
+
+    deep: object = "안방"
+    for _ in range(5000):
+        deep = [deep]
+    with pytest.raises(ValueError, match="nested more than"):
+        normal_value(deep)
+    assert normal_value({"방": ["안방"]}) == {"방": ["안방"]}
