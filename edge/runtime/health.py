@@ -13,6 +13,7 @@ from a2a_common.clock import iso
 from edge import __version__
 from edge.app.device import DeviceApp
 from edge.config.service_view import service_settings
+from edge.host.beatfile import BeatFile
 from edge.runtime.alarm import alarm_body, alarm_line
 from edge.store.door import Door
 
@@ -31,6 +32,7 @@ class Health:
     warnings: list[str] = field(default_factory=list)
     published_problems: list[str] = field(default_factory=list)
     alarms: list[str] = field(default_factory=list)  # unconfirmed cancels (edge/runtime/alarm.py)
+    beat_file: BeatFile | None = None  # made at the first beat
 
     def status(self, state: str) -> bytes:
         body: dict[str, Any] = {
@@ -77,7 +79,16 @@ class Health:
         return alarm_line(self.alarms) + line
 
     def beat(self) -> dict[str, Any]:
-        """What `a2a-edge status` reads to tell the service's health."""
+        """What `a2a-edge status` reads to tell the service's health. Also written here, in
+        place, into `<state_dir>/heartbeat` (edge/host/beatfile.py), which a full disk does not
+        stop: the DB's row cannot be written then, and `status` said `unknown`."""
+        beat = self._beat()
+        if self.beat_file is None:
+            self.beat_file = BeatFile(self.app.settings.state_db_path.parent)
+        self.beat_file.write(beat)
+        return beat
+
+    def _beat(self) -> dict[str, Any]:
         state = self._state()
         return {
             "ts": iso(self.app.clock.now()),

@@ -19,6 +19,7 @@ from cache import SYNC_REFUSED, CacheStore, Memory, list_pairs, list_sessions, s
 from edge.config.service_view import service_settings
 from edge.config.settings import Settings
 from edge.host import statelock
+from edge.host.beatfile import read_beat
 from edge.store.inbox import InboxDeadLetters
 from edge.store.outbound import DurableOutbox
 from edge.store.schema import MIGRATIONS
@@ -50,7 +51,7 @@ def status(settings: Settings) -> dict[str, Any]:
         counts = cache.counts()
         position = cache.sync_position()
         sync_outbox = SyncOutbox(db=db, clock=SystemClock())
-        beat = cache.state("runtime_heartbeat", {})
+        beat = _newest(cache.state("runtime_heartbeat", {}), settings)
         age = None
         if beat.get("ts"):
             age = round((SystemClock().now() - parse_iso(beat["ts"])).total_seconds(), 1)
@@ -105,6 +106,20 @@ def status(settings: Settings) -> dict[str, Any]:
             "inbox_dead_letters": InboxDeadLetters(db=db, clock=SystemClock(), keep=0).count(),
             "sync": {"cursor": position.cursor, "version": position.version},
         }
+
+
+def _newest(in_db: Any, settings: Settings) -> dict[str, Any]:
+    """The newer of the DB's heartbeat and the heartbeat file's (edge/host/beatfile.py): on a
+    full disk only the file is written, and the service is shown `degraded` with its reasons
+    rather than `unknown`."""
+    beats = [b for b in (in_db, read_beat(settings.state_db_path.parent)) if isinstance(b, dict)]
+    dated = []
+    for beat in beats:
+        try:
+            dated.append((parse_iso(str(beat.get("ts"))), beat))
+        except ValueError:
+            continue
+    return max(dated, key=lambda pair: pair[0])[1] if dated else {}
 
 
 def _service_state(settings: Settings, age: float | None, beat: dict[str, Any]) -> tuple[bool, str]:
