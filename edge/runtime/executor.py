@@ -153,6 +153,8 @@ class Runtime:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._channel.receiving.wait(), READY_WAITS_FOR_BROKER_S)
         self._notifier.ready(self.health.line())
+        self.health.ready = True
+        self._beat()  # `a2a-edge status --wait-ready` sees READY now, not a beat later
         if self._settings.metrics.enabled:
             metrics = app.metrics
             lag, broker = (lambda: self.health.loop_lag), (lambda: self.health.broker_up)
@@ -425,7 +427,7 @@ class Runtime:
             if reserve.release("the disk is full"):
                 self._door.retry_now()
                 self._storage_changed()
-        elif reserve.released and reserve.make():
+        elif not reserve.present() and reserve.make():  # given back, or never made yet
             self._storage_changed()
 
     def _storage_changed(self) -> None:
