@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import signal
@@ -25,7 +26,7 @@ from a2a_common import jsonx
 from a2a_common.clock import iso, seconds_between
 from a2a_common.sqlite import StorageUnavailable
 from edge.app.device import DeviceApp
-from edge.app.turn_inputs import unanswered_body
+from edge.app.turn_inputs import fingerprint, unanswered_body
 from edge.channel.mqtt import ChannelHandlers, Inbound, LastWill, MqttChannel
 from edge.config.errors import ConfigError
 from edge.config.settings import Settings
@@ -416,6 +417,18 @@ class Runtime:
             asyncio.get_running_loop().call_soon(self._door.retry_now)
             self._storage_changed()
 
+    def _stored_answer(self, turn_id: str, payload: bytes) -> dict[str, Any] | None:
+        """SPEC 2.4: a repeat of an answered turn (same words) gets its stored answer, also on a
+        full disk."""
+        try:
+            seen = self._app.dedupe.seen(f"turn:{turn_id}")
+            text = json.loads(payload).get("recognized_text")
+        except Exception:
+            return None
+        if seen is None or seen.answer is None or not isinstance(text, str):
+            return None
+        return seen.answer if seen.fingerprint in (None, fingerprint(text)) else None
+
     def _check_reserve(self) -> None:
         """Every watchdog tick: given back when the disk is full, made again once space is."""
         reserve = self._reserve
@@ -445,13 +458,19 @@ class Runtime:
         turn_id = turn_id_of(msg.payload)
         if turn_id is None:
             return False  # refused as usual (held until the DB takes writes)
-        body = unanswered_body(turn_id, "error", STORAGE_FULL)
+        body = self._stored_answer(turn_id, msg.payload) or unanswered_body(
+            turn_id, "error", STORAGE_FULL
+        )
         if self._send_now(self._topics.turn_response, jsonx.dumps(body).encode("utf-8")) is None:
             return False
-        self._turns_refused += 1
-        if self._turns_refused == 1 or self._turns_refused % 100 == 0:
-            log.warning("storage full: %d turns answered error storage_full", self._turns_refused)
-        self._app.metrics.inc("a2a_turns_total", "turn responses sent, by status", status="error")
+        status = str(body.get("status"))
+        self._app.metrics.inc("a2a_turns_total", "turn responses sent, by status", status=status)
+        if body.get("error") == STORAGE_FULL:
+            self._turns_refused += 1
+            if self._turns_refused == 1 or self._turns_refused % 100 == 0:  # not one a turn
+                log.warning(
+                    "storage full: %d turns answered error storage_full", self._turns_refused
+                )
         return True
 
     # --- the channel and stops ------------------------------------------------------------------

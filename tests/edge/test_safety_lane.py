@@ -125,3 +125,26 @@ def test_the_reserve_is_given_back_on_a_full_disk_and_made_again(
     free[0] = 2**20 + 2 * FLOOR_BYTES
     assert reserve.make() and reserve.present() and not reserve.released
     assert not Reserve(tmp_path / "none", 0).make()  # 0: no reserve
+
+
+def test_on_a_full_disk_a_turn_is_answered_error_and_a_repeat_gets_its_stored_answer(
+    stage: Stage, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Below the floor a turn is answered `error` / `storage_full` at once and acknowledged (its
+    writes would take the last space); a repeat of an answered turn still gets its stored
+    answer (SPEC 2.4)."""
+    [first] = stage.robot.say("t-before", "안녕")
+    assert first["status"] == "ok"
+    monkeypatch.setattr(stage.runtime._reserve, "full", lambda: True)
+    again = inbound("turn/request", {"turn_id": "t-before", "recognized_text": "안녕"}, 21)
+    new = inbound("turn/request", {"turn_id": "t-full", "recognized_text": "안녕"}, 22)
+
+    async def go() -> None:
+        stage.runtime._intake.take([again, new])
+
+    asyncio.run(go())
+    answers = {b["turn_id"]: b for b in stage.channel.on("turn/response")}
+    assert answers["t-before"] == first
+    assert (answers["t-full"]["status"], answers["t-full"]["error"]) == ("error", "storage_full")
+    assert sorted(stage.channel.acked) == [21, 22]
+    assert stage.rows("SELECT count(*) FROM pairs") == [(1,)]  # nothing of it written
