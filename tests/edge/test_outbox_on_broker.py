@@ -40,6 +40,7 @@ class Keeper:
         self.topics: list[str] = []
         self.connects = 0
         self._cond = threading.Condition()
+        self._topics = topics  # before the loop starts: its first connect subscribes to them
         client = paho.Client(
             callback_api_version=CallbackAPIVersion.VERSION2,
             client_id=client_id,
@@ -48,19 +49,26 @@ class Keeper:
         client.reconnect_delay_set(1, 1)
         client.on_connect = self._on_connect
         client.on_message = self._on_message
+        client.on_subscribe = self._on_subscribe
         props = Properties(PacketTypes.CONNECT)  # type: ignore[no-untyped-call]
         props.SessionExpiryInterval = 600
         client.connect_async("127.0.0.1", port, clean_start=False, properties=props)
         client.loop_start()
-        self._topics = topics
         self.client = client
         self.wait(lambda: self.connects >= 1)
 
     def _on_connect(self, client: paho.Client, _u: Any, flags: Any, reason: Any, _p: Any) -> None:
         if reason.is_failure:
             return
-        if not flags.session_present:
+        if not flags.session_present:  # connected once the broker has the subscription
             client.subscribe([(topic, 1) for topic in self._topics])
+            return
+        self._connected()
+
+    def _on_subscribe(self, *_args: Any) -> None:
+        self._connected()
+
+    def _connected(self) -> None:
         with self._cond:
             self.connects += 1
             self._cond.notify_all()
