@@ -13,6 +13,20 @@ one of two ways:
   made only of Korean particles (josa: 을, 이랑, 도, 요, …). So 약 matches "약 먹고", "약을",
   "약이랑도" and never "약속", "약간", "절약"; `pill` matches "pill," but not "pillow".
 
+Korean is read as Korean (cache/korean.py; docs/design.md, "The classifier"), by three more kinds:
+- `noun` (`{"term": "약", "match": "noun"}`): a whole word as `word` does, its particles or the
+  copula after it (약이야, 암이래), or the tail of a compound of at least two syllables before
+  it (아침약, 혈압약, 유방암), never 약속, 절약 or 암호.
+- `predicate` (`{"term": "아프다", "match": "predicate"}`, the dictionary form): any conjugated
+  form, in a word or after a noun run into it (아파, 아팠어, 아픈데, 머리아파, 어지러워).
+- `regex` (`{"term": "...", "match": "regex"}`): a Python regular expression over the folded
+  text (NFKC, case-folded, format characters dropped; separators kept): phone numbers, e-mail,
+  addresses, door codes.
+And one that finds nothing: `not` (`{"term": "약속", "match": "not"}`), a near miss of the
+category — its spans (spaces inside it allowed) are masked before the category's other terms
+are looked for, so "병원놀이" is not 병원 and "암호화폐" is not 암호, while "병원놀이 하다 다쳐서
+병원 갔어" still is.
+
 The shipped lexicon is `cache/lexicon.json`; `privacy.lexicon_file` (JSON or TOML, same shape)
 adds terms to it. Matching errs towards a category: a false positive only keeps a text on the
 device, a false negative would send it away.
@@ -20,6 +34,7 @@ device, a false negative would send it away.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import json
@@ -34,8 +49,10 @@ from pathlib import Path
 from typing import Any
 
 from cache.errors import CacheError
+from cache.korean import NOUN_ENDINGS, surface_stems
 
-MATCHES = ("substring", "word")
+MATCHES = ("substring", "word", "noun", "predicate", "regex", "not")
+KEYED = ("substring", "predicate")  # matched as keys in the compact or glued form
 JOSA = (
     "으로써", "으로서", "에게서", "이라도", "이랑", "하고", "까지", "부터", "보다", "처럼", "에서",
     "에게", "한테", "으로", "이나", "이든", "마저", "조차", "밖에", "라도", "을", "를", "이",
@@ -43,7 +60,8 @@ JOSA = (
 )  # fmt: skip
 MAX_TERMS = 10_000
 MAX_TERM_CHARS = 64
-RULES = 2  # bump when the matching rules change: stored texts are labelled again
+MAX_PATTERN_CHARS = 300
+RULES = 3  # bump when the matching rules change: stored texts are labelled again
 
 
 class LexiconError(CacheError, ValueError):
@@ -101,11 +119,15 @@ class Forms:
     glued: str  # ... a one-letter token joined to its neighbours
     letters: str  # ... runs of one-letter tokens joined ("p i l l" -> "pill")
     compact: str  # no separators at all
+    folded: str = ""  # the folded text itself, separators kept (`regex` terms)
 
     @staticmethod
     def of(text: str) -> Forms:
-        tokens = _TOKEN.findall(fold(text))
-        return Forms(" ".join(tokens), _glue(tokens, False), _glue(tokens, True), "".join(tokens))
+        folded = fold(text)
+        tokens = _TOKEN.findall(folded)
+        return Forms(
+            " ".join(tokens), _glue(tokens, False), _glue(tokens, True), "".join(tokens), folded
+        )
 
 
 def _josa_only(rest: str) -> bool:
@@ -137,12 +159,19 @@ class Term:
     @property
     def form(self) -> str:
         """The form of a text this term is looked for in (see `found_in`): `word`, `compact`
-        or `glued`."""
-        if self.match == "word":
-            return "word"
+        or `glued`; a `noun`, `predicate`, `regex` or `not` term names its own kind."""
+        if self.match != "substring":
+            return self.match
         if " " in self.text or _weight(self.text) >= COMPACT_WEIGHT:
             return "compact"
         return "glued"
+
+    def search_keys(self) -> list[str]:
+        """The keys a `substring` or `predicate` term is found by (a predicate's surface
+        stems, cache/korean.py)."""
+        if self.match == "predicate":
+            return surface_stems(self.text)
+        return [self.text.replace(" ", "")]
 
     def found_in(self, forms: Forms) -> bool:
         """Separators (whitespace, hyphens, punctuation) never hide a term:
@@ -157,11 +186,17 @@ class Term:
         all terms at once (`_Matcher`)."""
         if self.form == "word":
             return _word_in(self.text, forms.spaced) or _word_in(self.text, forms.letters)
+        if self.match != "substring":
+            return _single(self).found_in(
+                forms.compact, forms.glued, forms.spaced, forms.letters, forms.folded
+            )
         key = self.text.replace(" ", "")
         return key in (forms.compact if self.form == "compact" else forms.glued)
 
 
 _JOSA_RUN = "(?:" + "|".join(JOSA) + ")*"
+_NOUN_END = "(?:" + "|".join(sorted(NOUN_ENDINGS, key=lambda e: (-len(e), e))) + ")*"
+_MASK = "\x01"  # what a near miss (`not`) becomes: neither a letter nor a separator
 _TEXTS_APART = "\x00"  # joins the forms of several texts: never in a form, never in a term
 
 
@@ -178,32 +213,60 @@ class _Matcher:
     texts, and a word boundary is a space, NUL or either end."""
 
     def __init__(self, terms: Iterable[Term]) -> None:
-        by_form: dict[str, list[str]] = {"word": [], "compact": [], "glued": []}
+        by_form: dict[str, list[str]] = {
+            "word": [], "compact": [], "glued": [], "noun": [], "regex": [], "not": []
+        }  # fmt: skip
         for term in terms:
-            form = term.form
-            by_form[form].append(term.text if form == "word" else term.text.replace(" ", ""))
+            if term.match in KEYED:
+                for key in term.search_keys():
+                    compact = " " in term.text or _weight(key) >= COMPACT_WEIGHT
+                    by_form["compact" if compact else "glued"].append(key)
+            elif term.match == "not":
+                by_form["not"].append(r" ?".join(re.escape(c) for c in term.text if c != " "))
+            else:
+                by_form[term.match].append(term.text)
         self.compact = self._compile(by_form["compact"])
         self.glued = self._compile(by_form["glued"])
-        words = by_form["word"]
+        edge = f"(?<![^ {_TEXTS_APART}])"
+        after = f"(?![^ {_TEXTS_APART}])"
+        words, nouns = by_form["word"], by_form["noun"]
         self.word = (
-            re.compile(
-                f"(?<![^ {_TEXTS_APART}])(?:{_alternation(words)}){_JOSA_RUN}(?![^ {_TEXTS_APART}])"
-            )
-            if words
+            re.compile(f"{edge}(?:{_alternation(words)}){_JOSA_RUN}{after}") if words else None
+        )
+        self.noun = (
+            re.compile(f"{edge}(?:[가-힣]{{2,}})?(?:{_alternation(nouns)}){_NOUN_END}{after}")
+            if nouns
             else None
         )
+        patterns = by_form["regex"]
+        self.regex = re.compile("|".join(f"(?:{p})" for p in patterns)) if patterns else None
+        masks = sorted(set(by_form["not"]), key=lambda k: (-len(k), k))
+        self.mask = re.compile("|".join(masks)) if masks else None
 
     @staticmethod
     def _compile(keys: list[str]) -> re.Pattern[str] | None:
         return re.compile(_alternation(keys)) if keys else None
 
-    def found_in(self, compact: str, glued: str, spaced: str, letters: str) -> bool:
+    def found_in(self, compact: str, glued: str, spaced: str, letters: str, folded: str) -> bool:
+        if self.mask is not None:  # near misses first: what they cover is no term
+            mask = self.mask
+            compact, glued, spaced, letters, folded = (
+                mask.sub(_MASK, f) for f in (compact, glued, spaced, letters, folded)
+            )
         if self.compact is not None and self.compact.search(compact):
             return True
         if self.glued is not None and self.glued.search(glued):
             return True
-        word = self.word
-        return word is not None and bool(word.search(spaced) or word.search(letters))
+        for expression in (self.word, self.noun):
+            if expression is not None and (expression.search(spaced) or expression.search(letters)):
+                return True
+        return self.regex is not None and bool(self.regex.search(folded))
+
+
+@lru_cache(maxsize=4096)
+def _single(term: Term) -> _Matcher:
+    """One term's matcher (the reference rule for the kinds only a matcher runs)."""
+    return _Matcher((term,))
 
 
 @dataclass(frozen=True)
@@ -220,11 +283,20 @@ class Lexicon:
         glued = apart.join(f.glued for f in forms)
         spaced = apart.join(f.spaced for f in forms)
         letters = apart.join(f.letters for f in forms)
+        folded = apart.join(f.folded for f in forms)
         return [
             name
             for name, matcher in self._matchers
-            if matcher.found_in(compact, glued, spaced, letters)
+            if matcher.found_in(compact, glued, spaced, letters, folded)
         ]
+
+    def masked(self, name: str, text: str) -> Forms:
+        """`text`'s forms with category `name`'s near misses masked (what its terms see)."""
+        forms = Forms.of(text)
+        mask = dict(self._matchers)[name].mask if name in self.terms else None
+        if mask is None:
+            return forms
+        return Forms(*(mask.sub(_MASK, f) for f in dataclasses.astuple(forms)))
 
     def prepare(self) -> None:
         """Compile every category's expressions now (a few ms for the shipped lexicon, longer
@@ -266,6 +338,8 @@ def _term(raw: Any, where: str) -> Term:
         text, match = raw["term"], raw.get("match", "substring")
     else:
         raise LexiconError(f"{where}: a term is a string or {{term, match}}")
+    if match == "regex" and isinstance(text, str):
+        return _pattern(text, where)
     tokens = _TOKEN.findall(fold(text)) if isinstance(text, str) else []
     if not tokens or len(text) > MAX_TERM_CHARS:
         raise LexiconError(
@@ -273,8 +347,22 @@ def _term(raw: Any, where: str) -> Term:
             " with a letter or digit"
         )
     if match not in MATCHES:
-        raise LexiconError(f"{where}: match must be substring or word (got {match!r})")
+        raise LexiconError(f"{where}: match must be one of {', '.join(MATCHES)} (got {match!r})")
+    if match == "predicate" and not surface_stems(" ".join(tokens)):
+        raise LexiconError(f"{where}: a predicate is a Korean dictionary form ending in 다")
     return Term(" ".join(tokens), match)
+
+
+def _pattern(text: str, where: str) -> Term:
+    if len(text) > MAX_PATTERN_CHARS:
+        raise LexiconError(f"{where}: a pattern is at most {MAX_PATTERN_CHARS} characters")
+    try:
+        compiled = re.compile(text)
+    except re.error as exc:
+        raise LexiconError(f"{where}: not a regular expression ({exc})") from None
+    if compiled.search(""):
+        raise LexiconError(f"{where}: a pattern that matches the empty text matches everything")
+    return Term(text, "regex")
 
 
 def parse_lexicon(data: Any, source: str = "lexicon") -> Lexicon:

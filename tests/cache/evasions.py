@@ -53,4 +53,6 @@ def evaded(draw: st.DrawFn, term: Term) -> str:
 
 @st.composite
 def evaded_term(draw: st.DrawFn, category: str) -> str:
-    return draw(evaded(draw(st.sampled_from(terms_of(category)))))
+    """A listed term (`substring` or `word`: the kinds an evasion is spelled from), evaded."""
+    listed = terms_of(category, "substring") + terms_of(category, "word")
+    return draw(evaded(draw(st.sampled_from(listed))))

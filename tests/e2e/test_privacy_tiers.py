@@ -179,7 +179,7 @@ def test_a_term_added_by_a_reload_hides_what_was_stored_before_it(
     extra = tmp_path / "extra.json"
     extra.write_text('{"hobby": ["낚시"]}', encoding="utf-8")
     runtime = runtime_factory(privacy={"lexicon_file": str(extra)})
-    probe.turn("t-1", "통풍 때문에 발이 아파 MKG")
+    probe.turn("t-1", "통풍 때문에 힘들어 MKG")
     probe.turn("t-2", "안녕")
     assert "MKG" in text(last_snapshot(cloud))  # not a known term yet
     extra.write_text('{"health": ["통풍"]}', encoding="utf-8")
