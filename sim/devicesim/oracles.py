@@ -1,0 +1,302 @@
+"""The promises as checks, against what the peers sent (`sim.model`) and what the device put on
+the wire, into the cloud, into its log and under its state dir.
+
+Adding an oracle: a function `(sim, before) -> list[str]` (what is wrong; `before` is the wire
+index where this step began) registered with `oracle(name, when)`: `step` checks after every
+step, `quiet` after every quiet spell (what is owed has had its chance to happen)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from a2a_common.clock import parse_iso
+from cache.snapshot import canonical
+
+if TYPE_CHECKING:
+    from sim.devicesim.run import Sim
+
+TERMINAL_EVENTS = {"WORKFLOW_COMPLETED", "WORKFLOW_FAILED", "WORKFLOW_CANCELLED"}
+TERMINAL_STATUS = ("completed", "failed", "cancelled", "rejected")
+
+
+@dataclass(frozen=True)
+class Violation:
+    oracle: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class Oracle:
+    name: str
+    when: str
+    check: Callable[[Sim, int], list[str]]
+
+
+ORACLES: dict[str, Oracle] = {}
+
+
+def oracle(name: str, when: str = "step") -> Callable[[Callable[[Sim, int], list[str]]], Any]:
+    def register(fn: Callable[[Sim, int], list[str]]) -> Callable[[Sim, int], list[str]]:
+        ORACLES[name] = Oracle(name, when, fn)
+        return fn
+
+    return register
+
+
+def _run(sim: Sim, before: int, when: str) -> list[Violation]:
+    out = []
+    for item in ORACLES.values():
+        if item.when != when:
+            continue
+        sim.checks[item.name] += 1
+        out += [Violation(item.name, d) for d in item.check(sim, before)]
+    return out
+
+
+def check_step(sim: Sim, before: int) -> list[Violation]:
+    return _run(sim, before, "step")
+
+
+def check_quiet(sim: Sim, before: int) -> list[Violation]:
+    return _run(sim, before, "step") + _run(sim, before, "quiet")
+
+
+def _text(body: Any) -> str:
+    return json.dumps(body, ensure_ascii=False)
+
+
+# --- turns ----------------------------------------------------------------------------------
+@oracle("turn_repeat_same_answer")
+def turn_repeat_same_answer(sim: Sim, before: int) -> list[str]:
+    """A repeat of a turn gets the answer the turn got (the same payload)."""
+    new = {s.body.get("turn_id") for s in sim.wire.topics("turn/response", before)}
+    out = []
+    for turn_id in sorted(t for t in new if isinstance(t, str)):
+        answers = {
+            _text(s.body)
+            for s in sim.wire.topics("turn/response")
+            if s.body.get("turn_id") == turn_id and s.body.get("status") != "rejected"
+        }  # a refused turn leaves no mark: its id may come again with words that are taken
+        if len(answers) > 1:
+            out.append(f"turn {turn_id} answered {len(answers)} different ways: {sorted(answers)}")
+    return out
+
+
+@oracle("every_turn_answered", when="quiet")
+def every_turn_answered(sim: Sim, _before: int) -> list[str]:
+    answered = {s.body.get("turn_id") for s in sim.wire.topics("turn/response")}
+    missing = sorted(sim.model.reached - answered)
+    return [f"turn {t} reached the device and was never answered" for t in missing]
+
+
+# --- safety ---------------------------------------------------------------------------------
+@oracle("pui_answered_at_once")
+def pui_answered_at_once(sim: Sim, before: int) -> list[str]:
+    """A press that reached the device is answered in the same step, storage or not."""
+    out = []
+    answered = {s.body.get("event_id") for s in sim.wire.topics("pui/result")}
+    for event_id, step in sim.model.presses.items():
+        if step == sim.step and event_id in sim.model.pressed_reached and event_id not in answered:
+            out.append(
+                f"PUI press {event_id} not answered (storage refusing: {sim.storage_until >= 0})"
+            )
+    return out
+
+
+@oracle("no_command_past_deadline")
+def no_command_past_deadline(sim: Sim, before: int) -> list[str]:
+    out = []
+    for sent in sim.wire.sent[before:]:
+        if "/task/command/" not in sent.topic or sent.at is None:
+            continue
+        now = sent.at
+        deadline = sent.body.get("deadline")
+        if isinstance(deadline, str) and parse_iso(deadline) < now:
+            out.append(f"{sent.body.get('task_id')} sent at {now} past its deadline {deadline}")
+        if sent.expiry_s is not None and sent.expiry_s <= 0:
+            out.append(f"{sent.body.get('task_id')} sent with expiry {sent.expiry_s}")
+    return out
+
+
+@oracle("cancel_confirmed_or_escalated", when="quiet")
+def cancel_confirmed_or_escalated(sim: Sim, _before: int) -> list[str]:
+    """Every cancel the agent never confirmed has its safe stop commanded."""
+    out = []
+    stops = {s.body.get("task_id") for s in sim.wire.sent if "/task/command/" in s.topic}
+    cancelled = {s.body.get("task_id") for s in sim.wire.sent if "/task/cancel/" in s.topic}
+    for task_id in sorted(t for t in cancelled if isinstance(t, str)):
+        if task_id not in sim.agents.ended and f"{task_id}~safe_stop" not in stops:
+            out.append(f"cancel of {task_id} never confirmed by its agent and no safe stop")
+    return out
+
+
+# --- workflows ------------------------------------------------------------------------------
+@oracle("one_terminal_per_workflow")
+def one_terminal_per_workflow(sim: Sim, before: int) -> list[str]:
+    ends: dict[str, set[str]] = defaultdict(set)
+    for s in sim.wire.topics("workflow/event"):
+        if s.body.get("status") in TERMINAL_EVENTS:
+            ends[str(s.body.get("workflow_id"))].add(str(s.body.get("status")))
+    reports: dict[str, set[str]] = defaultdict(set)
+    for body in sim.cloud.bodies("/workflow/events"):
+        event = body.get("event") or {}
+        if event.get("status") in TERMINAL_EVENTS:
+            reports[
+                str(body.get("workflow_id") or (body.get("workflow") or {}).get("workflow_id"))
+            ].add(str(event.get("status")))
+    out = [f"workflow {w} ended {sorted(e)}" for w, e in sorted(ends.items()) if len(e) > 1]
+    out += [
+        f"workflow {w} reported ended {sorted(e)}" for w, e in sorted(reports.items()) if len(e) > 1
+    ]
+    return out
+
+
+@oracle("every_workflow_ends", when="quiet")
+def every_workflow_ends(sim: Sim, _before: int) -> list[str]:
+    marks = ",".join("?" * len(TERMINAL_STATUS))
+    rows = sim.rows(
+        f"SELECT workflow_id, status FROM workflows WHERE status NOT IN ({marks})", *TERMINAL_STATUS
+    )
+    return [f"workflow {w} still {s} after a quiet spell" for w, s in rows]
+
+
+# --- sync -----------------------------------------------------------------------------------
+@oracle("sync_once_in_order")
+def sync_once_in_order(sim: Sim, _before: int) -> list[str]:
+    """The cloud applied each write once, in the order the device made them (write ids are
+    ULIDs: sortable by creation)."""
+    log = sim.cloud.state.applied_log
+    ids = [str(w.get("write_id")) for w in log]
+    out = []
+    if len(ids) != len(set(ids)):
+        out.append("a write applied twice")
+    if ids != sorted(ids):
+        wrong = next(i for i in range(1, len(ids)) if ids[i] < ids[i - 1])
+        out.append(f"writes applied out of order at {wrong}: {ids[wrong - 1]} then {ids[wrong]}")
+    return out
+
+
+@oracle("sync_drained", when="quiet")
+def sync_drained(sim: Sim, _before: int) -> list[str]:
+    left = sim.device.app.sync.pending()
+    return [f"{left} sync writes still owed after a quiet spell"] if left else []
+
+
+# --- privacy --------------------------------------------------------------------------------
+@oracle("forgotten_nowhere")
+def forgotten_nowhere(sim: Sim, before: int) -> list[str]:
+    """After a forget returns: its markers in no outbound body, no cloud body, no log line;
+    and (checked when it returns, and in a quiet spell) in no file under the state dir."""
+    out = []
+    for s in sim.wire.sent[before:]:
+        request_id = s.body.get("request_id")
+        if request_id in sim.model.forgets and s.body.get("status") == "ok":
+            for marker in sim.model.forgets.pop(request_id):
+                sim.model.forgotten.setdefault(marker, len(sim.wire.sent))
+            out += _in_files(sim)
+    if not sim.model.forgotten:
+        return out
+    wire_after = {m: i for m, i in sim.model.forgotten.items()}
+    for marker, since in wire_after.items():
+        for s in sim.wire.sent[max(since, before) :]:
+            if marker in _text(s.body):
+                out.append(f"forgotten {marker} sent on {s.topic}")
+    cloud_new = [b for st, _p, b in sim.cloud.requests if st == sim.step]
+    for body in cloud_new:
+        text = _text(body)
+        out += [f"forgotten {m} sent to the cloud" for m in sim.model.forgotten if m in text]
+    return out
+
+
+@oracle("forgotten_files", when="quiet")
+def forgotten_files(sim: Sim, _before: int) -> list[str]:
+    return _in_files(sim)
+
+
+def _in_files(sim: Sim) -> list[str]:
+    out = []
+    state = sim.workdir / "state"
+    for path in sorted(p for p in state.rglob("*") if p.is_file()):
+        data = path.read_bytes()
+        for marker in sim.model.forgotten:
+            if marker.encode() in data:
+                out.append(f"forgotten {marker} still in {path.relative_to(sim.workdir)}")
+    return out
+
+
+@oracle("user_words_not_logged")
+def user_words_not_logged(sim: Sim, _before: int) -> list[str]:
+    lines, sim.tap.lines = sim.tap.lines, []
+    out = []
+    for line in lines:
+        for marker in sim.model.markers:
+            if marker in line:
+                out.append(f"user words in a log line: {line[:120]}")
+    return out
+
+
+@oracle("sensitive_needs_consent")
+def sensitive_needs_consent(sim: Sim, _before: int) -> list[str]:
+    """A sensitive text is in no snapshot or sync body while its category has no consent."""
+    if sim.consented("health"):
+        return []
+    out = []
+    for st, path, body in sim.cloud.requests:
+        if st != sim.step:
+            continue
+        shared: Any = (
+            body.get("writes")
+            if path.endswith("/sync")
+            else ((body.get("voice_context") or {}).get("memory_snapshot"))
+        )
+        text = _text(shared)
+        for marker in sim.model.sensitive:
+            if marker in text:
+                out.append(f"sensitive {marker} in a {path} body without consent")
+    return out
+
+
+# --- memory ---------------------------------------------------------------------------------
+@oracle("one_confirmed_value_per_key")
+def one_confirmed_value_per_key(sim: Sim, _before: int) -> list[str]:
+    rows = sim.rows(
+        "SELECT key, count(*) FROM profile_items WHERE status = 'confirmed' GROUP BY key"
+        " HAVING count(*) > 1"
+    )
+    return [f"profile key {k} has {n} confirmed values" for k, n in rows]
+
+
+@oracle("snapshot_within_budget")
+def snapshot_within_budget(sim: Sim, _before: int) -> list[str]:
+    budget = sim.settings.memory.snapshot_budget_bytes
+    out = []
+    for st, path, body in sim.cloud.requests:
+        if st == sim.step and path.endswith("/turn"):
+            snap = (body.get("voice_context") or {}).get("memory_snapshot")
+            size = len(canonical(snap)) if isinstance(snap, dict) else 0
+            if size > budget:
+                out.append(f"snapshot of {size} bytes past the budget {budget}")
+    return out
+
+
+# --- storage --------------------------------------------------------------------------------
+@oracle("storage_intact", when="never")
+def storage_intact(sim: Sim, _before: int) -> list[str]:
+    """After every crash: the DB passes quick_check (run from `Sim.crash`)."""
+    path = sim.settings.state_db_path
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+        result = conn.execute("PRAGMA quick_check").fetchone()[0]
+    return [] if result == "ok" else [f"quick_check: {result}"]
+
+
+@oracle("wal_bounded", when="quiet")
+def wal_bounded(sim: Sim, _before: int) -> list[str]:
+    wal = sim.settings.state_db_path.with_name(sim.settings.state_db_path.name + "-wal")
+    bound = sim.settings.storage.max_wal_mb * 2**20
+    size = wal.stat().st_size if wal.exists() else 0
+    return [f"WAL {size} bytes past {bound}"] if size > bound else []
