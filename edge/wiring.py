@@ -116,7 +116,7 @@ def build_app(
     publisher = TaskPublisher(
         topics=topics, outbox=outbox, reports=reports, after_commit=commits.after_commit
     )
-    tm = _task_manager(settings, db, clock, publisher, register)
+    tm = _task_manager(settings, db, clock, publisher, register, memory)
     work = Work(commits=commits, tm=tm, memory=memory, sync_outbox=sync_outbox)
     backoff_s = settings.sync.max_backoff_s if max_backoff_s is None else max_backoff_s
     replayer = _replayer(settings, db, clock, commits, memory, sync_outbox, cloud, backoff_s)
@@ -193,9 +193,11 @@ def _task_manager(
     clock: Clock,
     publisher: TaskPublisher,
     register: ConsentRegister,
+    memory: Memory,
 ) -> TaskManager:
     """The TaskManager with both catalogs (each checked; a bad one raises CatalogError, exit 2),
-    the consent register's held capabilities and the Experience mode."""
+    the consent register's held capabilities, the Experience mode and the memory's classifier
+    (the policy in force at each call: a reload's lexicon too) for trace redaction."""
     catalog = load_catalog(settings.taskmanager.catalog_file)
     return TaskManager(
         db=db,
@@ -208,6 +210,7 @@ def _task_manager(
         held_capabilities=register.capabilities,
         effects=load_effects(catalog, settings.experience.effects_file),
         mode=settings.experience.mode,
+        classify=lambda text: memory.policy.privacy.categorize(text),
     )
 
 

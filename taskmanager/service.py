@@ -45,7 +45,7 @@ from taskmanager.events import (
 )
 from taskmanager.evidence import ReasonWarnings, screen_evidence, screen_reason
 from taskmanager.model import Workflow, workflow_from_json
-from taskmanager.redact import without_words
+from taskmanager.redact import Classify, without_words
 from taskmanager.shell_io import Message as Message  # importable from here, as it was
 from taskmanager.shell_io import Publisher, Result, TurnRef, rejected_event
 from taskmanager.store import WorkflowStore
@@ -80,8 +80,12 @@ class TaskManager:
         mode: str = "enforce",
         cancel_confirm_s: float = 2.0,
         unsent_cancels: Callable[[], set[str]] | None = None,
+        classify: Classify | None = None,
     ) -> None:
         self._db = db
+        # the memory's classifier of categories: a sensitive term in a request's copy is
+        # redacted from the trace too (taskmanager/redact.py)
+        self._classify = classify
         self._effects = effects if effects is not None else _default_effects(catalog)
         self.mode = mode  # `[experience] mode` (SPEC 4.7); `set_mode` changes it
         # the capabilities a consent grant covers now (the device's register, SPEC §5.6):
@@ -179,7 +183,7 @@ class TaskManager:
             wf_id = checked.workflow_id
             if wf_id and not self.store.exists(wf_id):  # a rejected id stays free (SPEC 4.3)
                 with self._db.atomic():
-                    kept = without_words(raw, turn.text) if turn else raw
+                    kept = without_words(raw, turn.text, classify=self._classify) if turn else raw
                     self.store.save_rejected(
                         wf_id, checked.reason, kept, source, turn.turn_id if turn else None, now
                     )
@@ -207,7 +211,9 @@ class TaskManager:
                     "source": source,
                     "turn_id": checked.turn_id,
                     "pair_id": checked.pair_id,
-                    "request": without_words(raw, turn.text) if turn else raw,
+                    "request": (
+                        without_words(raw, turn.text, classify=self._classify) if turn else raw
+                    ),
                 },
             )
             result = self._apply(Submit(checked))
