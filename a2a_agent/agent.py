@@ -35,7 +35,7 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
 from a2a_agent.session import Subscriptions
-from a2a_agent.task import Refusal, Task
+from a2a_agent.task import STOPPING, Refusal, Task
 
 log = logging.getLogger("a2a_agent")
 
@@ -73,7 +73,9 @@ class DeviceAgent:
     wait in the broker. `auto_running` sends RUNNING the moment a command arrives, well within
     its `ack_deadline`; turn it off to send RUNNING yourself. Commands past their `deadline`
     are dropped (`drop_expired`; MQTT 3.1.1 brokers keep them), never a `safe_stop` one.
-    `history` bounds how many ended tasks are remembered for dedupe.
+    `history` bounds how many ended tasks are remembered for dedupe. `name` goes in every
+    callback as `agent` (default: `client_id`), so `a2a-edge workflows trace` says which agent
+    answered.
     """
 
     def __init__(
@@ -97,8 +99,10 @@ class DeviceAgent:
         on_inbound: InboundHook | None = None,
         on_connect: ConnectHook | None = None,
         clock: Callable[[], datetime] = _utcnow,
+        name: str | None = None,
     ) -> None:
         self.root = root.rstrip("/")
+        self.name = name or client_id
         self._host, self._port, self._keepalive = host, port, keepalive_s
         self._session_expiry_s = session_expiry_s
         self._auto_running, self._drop_expired = auto_running, drop_expired
@@ -311,6 +315,7 @@ class DeviceAgent:
             clock=self._clock,
             evidence_keys=route.evidence if route else None,
             received_at=received_at,
+            agent=self.name,
         )
         if self._expired(task, body):
             log.info("device agent: command %s arrived past its deadline; dropped", task_id)
@@ -420,8 +425,18 @@ class DeviceAgent:
         if task is not None:
             with self._lock:
                 task.refusals.append(refusal)
+            if self._stops(refusal, task, topic) and task._stop(refusal.error):
+                route = self._route(task.capability_id, task.operation_id)  # stop the device
+                self._urgent.submit(self._cancel, route.on_cancel if route else None, task)
         if self._hooks[0] is not None:
             self._urgent.submit(self._call, self._hooks[0], refusal, task)
+
+    def _stops(self, refusal: Refusal, task: Task, topic: str) -> bool:
+        """A `STOPPING` refusal of a callback this agent sent for the task (its own topic, a
+        seq it used): another client's forged callback never stops the real task."""
+        own = topic == f"{self.root}/task/callback/{task.capability_id}"
+        sent = refusal.seq is not None and 1 <= refusal.seq <= task.seq
+        return refusal.error in STOPPING and own and sent
 
     def _callback_topic(self, topic: str) -> bool:
         """One of the callback topics this agent writes: the shared one, or its own

@@ -22,6 +22,9 @@ log = logging.getLogger("a2a_agent")
 
 TERMINAL = frozenset({"COMPLETED", "FAILED", "BLOCKED", "TIMEOUT", "CANCELLED"})
 STATUSES = TERMINAL | {"RUNNING", "PROGRESS", "NEEDS_USER_INPUT"}
+# refusals (SPEC 2.4) that say the runtime takes nothing more for this task: its handler is
+# stopped (the agent's cancel hook runs; nothing else is sent)
+STOPPING = frozenset({"task_terminal", "unknown_task", "not_dispatched", "wrong_capability"})
 
 
 def instant(value: Any) -> datetime | None:
@@ -51,7 +54,10 @@ class Refusal:
 class Task:
     """A command being carried out. Handlers read the command through it and report through
     `running()`, `progress()`, `completed()`, … Each report returns True when it was sent and
-    False when the task had already ended (nothing is sent after a terminal status)."""
+    False when it was not: the task had already ended (nothing is sent after a terminal
+    status), it is being cancelled (only a terminal status goes out once the cancel arrived),
+    or it was stopped (`stopped`: the runtime refused one of its callbacks with an error of
+    `STOPPING`; nothing more is sent). A handler that gets False stops working on it."""
 
     def __init__(
         self,
@@ -62,6 +68,7 @@ class Task:
         clock: Callable[[], datetime],
         evidence_keys: frozenset[str] | None = None,
         received_at: float | None = None,
+        agent: str | None = None,
     ) -> None:
         self.command = command  # the first delivery's payload, as it came
         self.task_id: str = command["task_id"]
@@ -80,12 +87,14 @@ class Task:
         self.last: dict[str, Any] | None = None  # the last callback body, re-sent on redelivery
         self.cancel_reason: str | None = None
         self.refusals: list[Refusal] = []
+        self.stopped: str | None = None  # the refusal that stopped it (STOPPING)
         self._cancel: threading.Event | None = None  # made by the first wait_cancelled()
         self._cancel_requested = False
         self._lock = lock
         self._send = send
         self._clock = clock
         self._evidence_keys = evidence_keys
+        self._agent = agent
 
     @property
     def workflow_id(self) -> str:
@@ -191,6 +200,10 @@ class Task:
             if self.status in TERMINAL:
                 log.info("task %s already %s: %s not sent", self.task_id, self.status, status)
                 return None
+            if self.stopped is not None or (self._cancel_requested and status not in TERMINAL):
+                why = f"refused {self.stopped}" if self.stopped else "being cancelled"
+                log.info("task %s %s: %s not sent", self.task_id, why, status)
+                return None
             self.seq += 1
             self.status = status
             self.last = {
@@ -203,6 +216,8 @@ class Task:
                 "ts": self._clock().isoformat(timespec="milliseconds").replace("+00:00", "Z"),
                 "attempt": self.attempt,  # the latest command it answers (SPEC 2.2)
             }
+            if self._agent:  # who answered: `workflows trace` shows it
+                self.last["agent"] = self._agent
             return self.last
 
     def _allowed(self, evidence: Mapping[str, Any] | None) -> dict[str, Any] | None:
@@ -220,6 +235,18 @@ class Task:
                 self.operation_id,
             )
         return {k: v for k, v in evidence.items() if k in self._evidence_keys} or None
+
+    def _stop(self, error: str) -> bool:
+        """The runtime refused a callback with a `STOPPING` error: nothing more is sent and
+        waiters wake; False when it had already ended or was being cancelled (the caller
+        then runs no cancel hook: one runs already, or nothing runs)."""
+        with self._lock:
+            if self.status in TERMINAL or self.stopped is not None:
+                return False
+            self.stopped = error
+            first = not self._cancel_requested
+            self._request_cancel(self.cancel_reason or error)
+            return first
 
     def _request_cancel(self, reason: str | None) -> None:
         with self._lock:

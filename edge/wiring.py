@@ -21,6 +21,7 @@ from edge.app.sync_sink import MemorySyncSink
 from edge.app.turn_inputs import TurnInputs
 from edge.channel.mqtt import MqttChannel
 from edge.channel.topics import Topics
+from edge.config.catalogs import load_catalogs
 from edge.config.policies import memory_policy
 from edge.config.settings import Secrets, Settings
 from edge.host.checkpointer import Checkpointer, restart_at
@@ -40,7 +41,7 @@ from edge.store.reports_owed import OwedReports
 from edge.store.schema import MIGRATIONS
 from edge.store.work import Work
 from sync import Replayer, SyncOutbox
-from taskmanager import TaskManager, load_catalog, load_effects
+from taskmanager import TaskManager
 
 if TYPE_CHECKING:
     import httpx
@@ -198,7 +199,7 @@ def _task_manager(
     """The TaskManager with both catalogs (each checked; a bad one raises CatalogError, exit 2),
     the consent register's held capabilities, the Experience mode and the memory's classifier
     (the policy in force at each call: a reload's lexicon too) for trace redaction."""
-    catalog = load_catalog(settings.taskmanager.catalog_file)
+    catalog, effects = load_catalogs(settings)  # docs/catalog.md
     return TaskManager(
         db=db,
         clock=clock,
@@ -208,7 +209,7 @@ def _task_manager(
         cancel_confirm_s=settings.taskmanager.cancel_confirm_s,
         unsent_cancels=publisher.owed_cancels,
         held_capabilities=register.capabilities,
-        effects=load_effects(catalog, settings.experience.effects_file),
+        effects=effects,
         mode=settings.experience.mode,
         classify=lambda text: memory.policy.privacy.categorize(text),
     )

@@ -1,5 +1,7 @@
-"""The capability catalog (SPEC §4.1): what this robot can do, shipped as `catalog.json` and
-replaceable by a file named in config. Validated when loaded; a bad catalog stops the start.
+"""The capability catalog (SPEC §4.1): what this robot can do, shipped as `catalog.json`,
+replaced whole by `taskmanager.catalog_file`, extended by `taskmanager.catalog_extra_files`
+(each file's capabilities are added, or replace one of the same name whole, in order).
+Validated when loaded; a bad catalog stops the start. Every field: docs/catalog.md.
 
 An operation's `terminal_evidence` is its evidence allowlist (SPEC §4.5): a list whose entries are
 a key (`"arrived_room"`: any bounded scalar value) or `{"key": …, "values": […], "arg": …}` (only
@@ -13,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -27,9 +30,13 @@ ARG_NAME = r"^[A-Za-z0-9_.\-]{1,64}$"  # a command argument an evidence key answ
 Scalar = str | bool | int | float
 
 
+NAME = r"^[A-Za-z0-9_\-]{1,64}$"  # a capability or operation id: one MQTT topic level
+MAX_TIMEOUT_S = 3600.0  # a step's longest timeout_s (taskmanager.validate refuses longer ones)
+
+
 class _OperationModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-    timeout_s: float = Field(gt=0, le=86400)
+    timeout_s: float = Field(gt=0, le=MAX_TIMEOUT_S)
     ack_timeout_s: float = Field(gt=0, le=3600)
     resource: str | None = Field(None, min_length=1, max_length=32)
     cancelable: bool = True
@@ -110,12 +117,37 @@ def _evidence(entries: list[Any]) -> tuple[EvidenceKey, ...]:
     return tuple(_entry(i, e) for i, e in enumerate(entries))
 
 
+EXTRA_KEY = "taskmanager.catalog_extra_files"
+
+
 class Catalog:
     def __init__(
-        self, operations: dict[tuple[str, str], Operation], safe_stops: dict[str, str] | None = None
+        self,
+        operations: dict[tuple[str, str], Operation],
+        safe_stops: dict[str, str] | None = None,
+        sources: dict[str, tuple[str, str]] | None = None,
     ) -> None:
         self._ops = operations
         self._stops = dict(safe_stops or {})
+        # capability -> (the config key that brought it, its file); "shipped": the package's
+        self.sources = dict(sources or {})
+
+    def extended(self, other: Catalog) -> Catalog:
+        """This catalog with `other`'s capabilities added; one of the same name is replaced
+        whole (its operations and its safe_stop)."""
+        caps = set(other.capabilities())
+        ops = {k: v for k, v in self._ops.items() if k[0] not in caps} | other._ops
+        stops = {k: v for k, v in self._stops.items() if k not in caps} | other._stops
+        return Catalog(ops, stops, {**self.sources, **other.sources})
+
+    def unstoppable(self) -> list[str]:
+        """Capabilities that can move or run something (an operation is cancelable or holds a
+        resource) and name no `safe_stop`: a cancel their agent does not confirm cannot be
+        escalated (SPEC 4.1, 4.2). `a2a-edge config check` warns about each."""
+        running = {
+            cap for (cap, _op), spec in self._ops.items() if spec.cancelable or spec.resource
+        }
+        return sorted(running - set(self._stops))
 
     def safe_stop(self, capability_id: str) -> Operation | None:
         """The operation that brings this capability to a safe stop when a cancel is not
@@ -148,12 +180,14 @@ def _safe_stop(cap: str, operations: dict[str, Any], source: str) -> str | None:
     return str(name)
 
 
-def parse_catalog(data: object, source: str) -> Catalog:
+def parse_catalog(data: object, source: str, origin: str = "shipped") -> Catalog:
     if not isinstance(data, dict) or not data:
         raise CatalogError(source, "must be a non-empty object of capabilities")
     ops: dict[tuple[str, str], Operation] = {}
     stops: dict[str, str] = {}
     for cap, operations in data.items():
+        if not re.fullmatch(NAME, cap):
+            raise CatalogError(f"{source}:{cap}", f"a capability id matches {NAME}")
         if not isinstance(operations, dict) or not operations:
             raise CatalogError(f"{source}:{cap}", "must be a non-empty object of operations")
         stop = _safe_stop(cap, operations, source)
@@ -162,6 +196,8 @@ def parse_catalog(data: object, source: str) -> Catalog:
         for op, spec in operations.items():
             if op == "safe_stop":
                 continue
+            if not re.fullmatch(NAME, op):
+                raise CatalogError(f"{source}:{cap}.{op}", f"an operation id matches {NAME}")
             try:
                 model = _OperationModel.model_validate(spec)
             except ValidationError as exc:
@@ -178,7 +214,7 @@ def parse_catalog(data: object, source: str) -> Catalog:
                 model.requires_consent,
                 _evidence(model.terminal_evidence),
             )
-    return Catalog(ops, stops)
+    return Catalog(ops, stops, {cap: (origin, source) for cap in data})
 
 
 def load_json(path: str, shipped: str, error: type[CatalogError]) -> tuple[Any, str]:
@@ -199,7 +235,16 @@ def load_json(path: str, shipped: str, error: type[CatalogError]) -> tuple[Any, 
         raise error(source, f"not valid JSON: {exc}") from exc
 
 
-def load_catalog(path: str = "") -> Catalog:
-    """The shipped catalog, or the file at `path` when given."""
+def load_catalog(path: str = "", extra: Sequence[str] = ()) -> Catalog:
+    """The shipped catalog, or the file at `path` when given, extended by each `extra` file in
+    order (`taskmanager.catalog_extra_files`; their errors name that key)."""
     data, source = load_json(path, "catalog.json", CatalogError)
-    return parse_catalog(data, source)
+    catalog = parse_catalog(data, source, CatalogError.key if path else "shipped")
+    for file in extra:
+        try:
+            more, where = load_json(file, "", CatalogError)
+            catalog = catalog.extended(parse_catalog(more, where, EXTRA_KEY))
+        except CatalogError as exc:
+            exc.key = EXTRA_KEY
+            raise
+    return catalog

@@ -1,8 +1,8 @@
 """The effect catalog (SPEC §4.5): canonical effect ids, each with the providers that can bring it
 about and the terminal evidence that proves it. Shipped as `effects.json` beside the capability
-catalog, replaceable by `[experience] effects_file`; validated when loaded, against the capability
-catalog too (a provider names an operation the robot has, and its evidence key is on that
-operation's allowlist): a bad one stops the start (exit 2).
+catalog, replaceable by `[experience] effects_file` (docs/catalog.md); validated when loaded,
+against the capability catalog too (a provider names an operation the robot has, and its
+evidence key is on that operation's allowlist): a bad one stops the start (exit 2).
 
 A provider is a capability operation, optionally with argument constraints (`set_mode {mode:
 "quiet"}` provides `quiet_environment`; `set_mode {mode: "auto"}` does not), or a skill id (a
@@ -22,7 +22,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from taskmanager.catalog import Catalog, EvidenceKey, Scalar, load_json
-from taskmanager.errors import EffectsError
+from taskmanager.errors import CatalogError, EffectsError
 from taskmanager.evidence import agrees
 
 EFFECT_ID = r"^[a-z][a-z0-9_]{0,63}$"
@@ -83,7 +83,24 @@ class EffectCatalog:
         return len(self._effects)
 
 
-def _provider(where: str, model: _ProviderModel, catalog: Catalog) -> Provider:
+def _missing(catalog: Catalog, op: str, where: str) -> EffectsError:
+    """The shipped effect catalog names an operation the configured capability catalog lacks:
+    the error names the capability catalog's key and file, and the two ways out."""
+    capability = op.split(".", 1)[0]
+    key, file = catalog.sources.get(capability, ("", ""))
+    if key in ("", "shipped"):  # gone with a replaced catalog: the catalog_file's
+        key = CatalogError.key
+        file = next((f for k, f in catalog.sources.values() if k == key), file)
+    return EffectsError(
+        file or key,
+        f"has no {op}, which the shipped effect catalog names ({where}); keep it (add your "
+        "capabilities with taskmanager.catalog_extra_files instead of replacing the catalog) "
+        "or set experience.effects_file to an effect catalog of your own (docs/catalog.md)",
+        key=key,
+    )
+
+
+def _provider(where: str, model: _ProviderModel, catalog: Catalog, shipped: bool) -> Provider:
     if model.skill_id:
         if model.capability_id or model.operation_id:
             raise EffectsError(where, "a provider is a skill_id or a capability operation")
@@ -93,6 +110,8 @@ def _provider(where: str, model: _ProviderModel, catalog: Catalog) -> Provider:
     operation = catalog.get(model.capability_id, model.operation_id)
     if operation is None:
         op = f"{model.capability_id}.{model.operation_id}"
+        if shipped:  # the user set the capability catalog, not this file: say so
+            raise _missing(catalog, op, where)
         raise EffectsError(where, f"{op} is not in the capability catalog")
     if model.evidence is None:  # success needs terminal evidence (SPEC 4.5)
         raise EffectsError(where, "a capability provider names the evidence that proves it")
@@ -116,7 +135,9 @@ def _provider(where: str, model: _ProviderModel, catalog: Catalog) -> Provider:
     return Provider(model.capability_id, model.operation_id, args, evidence)
 
 
-def parse_effects(data: object, source: str, catalog: Catalog) -> EffectCatalog:
+def parse_effects(
+    data: object, source: str, catalog: Catalog, *, shipped: bool = False
+) -> EffectCatalog:
     if not isinstance(data, dict) or not data:
         raise EffectsError(source, "must be a non-empty object of effects")
     effects: dict[str, tuple[Provider, ...]] = {}
@@ -130,7 +151,7 @@ def parse_effects(data: object, source: str, catalog: Catalog) -> EffectCatalog:
             where = ".".join(str(p) for p in err["loc"])
             raise EffectsError(f"{source}:{effect_id}.{where}", err["msg"]) from None
         effects[effect_id] = tuple(
-            _provider(f"{source}:{effect_id}.providers.{i}", p, catalog)
+            _provider(f"{source}:{effect_id}.providers.{i}", p, catalog, shipped)
             for i, p in enumerate(model.providers)
         )
     return EffectCatalog(effects)
@@ -139,4 +160,4 @@ def parse_effects(data: object, source: str, catalog: Catalog) -> EffectCatalog:
 def load_effects(catalog: Catalog, path: str = "") -> EffectCatalog:
     """The shipped effect catalog, or the file at `path`, checked against `catalog`."""
     data, source = load_json(path, "effects.json", EffectsError)
-    return parse_effects(data, source, catalog)
+    return parse_effects(data, source, catalog, shipped=not path)

@@ -37,7 +37,7 @@ from edge.cli.kit import (
     UsageError,
 )
 from edge.config.errors import ConfigError, ServiceSilent
-from taskmanager import CatalogError, EffectsError
+from taskmanager import CatalogError
 
 # each adds its commands to the top level; the order is the order of `a2a-edge --help`
 GROUPS: list[Callable[[Subparsers], None]] = [
@@ -73,10 +73,8 @@ def _failed(exc: Exception) -> int:
 
     if isinstance(exc, ConfigError):
         message, code = f"config error: {exc}", EXIT_CONFIG
-    elif isinstance(exc, EffectsError):
-        message, code = f"config error: experience.effects_file: {exc}", EXIT_CONFIG
-    elif isinstance(exc, CatalogError):
-        message, code = f"config error: taskmanager.catalog_file: {exc}", EXIT_CONFIG
+    elif isinstance(exc, CatalogError):  # its key: the catalog file the operator fixes
+        message, code = f"config error: {exc.key}: {exc}", EXIT_CONFIG
     elif isinstance(exc, UsageError):
         message, code = str(exc), EXIT_CONFIG
     elif isinstance(exc, NothingMatched):

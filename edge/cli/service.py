@@ -99,12 +99,13 @@ def cmd_config_check(args: argparse.Namespace) -> int:
     variables, the secret files, the catalog. A problem is one line and exit 2
     (edge/cli/entry.py)."""
     from edge.cli import out as cli_out
+    from edge.config.catalogs import catalog_report, load_catalogs
     from edge.config.view import effective
-    from taskmanager import load_catalog, load_effects
 
     settings = settings_of(args)
-    load_effects(load_catalog(settings.taskmanager.catalog_file), settings.experience.effects_file)
+    catalog = catalog_report(load_catalogs(settings)[0])  # docs/catalog.md
     shown = effective(settings, Path(args.config) if args.config else None)
+    shown["catalog"], shown["warnings"] = catalog["capabilities"], catalog["warnings"]
     if args.json:
         cli_out.emit_json(shown)
         return EXIT_OK
@@ -115,6 +116,10 @@ def cmd_config_check(args: argparse.Namespace) -> int:
     cli_out.table(("key", "source", "value"), rows, title=f"config ok: {shown['file'] or '-'}")
     for key, what in shown["secrets"].items():
         print(f"{key}: {what}")
+    for cap, where in catalog["capabilities"].items():
+        print(f"catalog: {cap} from {where['file']} (safe_stop {where['safe_stop'] or '-'})")
+    for warning in catalog["warnings"]:
+        print(f"warning: {warning}")
     return EXIT_OK
 
 

@@ -13,7 +13,7 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import (
@@ -230,7 +230,10 @@ class OfflineSettings(_Section):
 
 
 class TaskManagerSettings(_Section):
-    catalog_file: str = ""  # empty: the catalog shipped in the package
+    catalog_file: str = ""  # empty: the catalog shipped in the package; set: replaces it whole
+    # each file's capabilities added over the catalog, in order (one of the same name replaced
+    # whole): docs/catalog.md
+    catalog_extra_files: list[Annotated[str, Field(min_length=1)]] = Field([], max_length=32)
     ask_timeout_s: float = Field(300.0, gt=0, le=86400)  # SPEC 4.2: a question waits this long
     cancel_confirm_s: float = Field(2.0, gt=0, le=60)  # SPEC 4.2: each cancel window
     events_deadline_s: float = Field(10.0, gt=0, le=300)

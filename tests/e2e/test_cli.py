@@ -191,7 +191,8 @@ def test_config_check_prints_the_effective_config_with_its_sources_and_no_secret
     assert "cloud.token_file: read, 14 characters (hidden)" in done.stdout
 
     shown = json_of("config", "check", "--config", str(config))
-    assert set(shown) == {"ok", "file", "settings", "secrets"} and shown["ok"] is True
+    assert set(shown) == {"ok", "file", "settings", "secrets", "catalog", "warnings"}
+    assert shown["ok"] is True and shown["warnings"] == []  # docs/catalog.md
     assert "tok-SECRET-123" not in json.dumps(shown)
     keys = {row["key"]: row for row in shown["settings"]}
     assert keys["cloud.token_file"]["value"] == str(token)
