@@ -12,7 +12,7 @@ from a2a_common import jsonx
 from a2a_common.clock import iso
 from edge.app.parts import RefusalParts
 from edge.channel.topics import Refusal, ref_of
-from edge.host.log import fields
+from edge.host.log import RepeatLimiter, fields
 
 log = logging.getLogger(__name__)
 
@@ -20,6 +20,8 @@ log = logging.getLogger(__name__)
 class Refusals:
     def __init__(self, app: RefusalParts) -> None:
         self.app = app
+        logs = app.settings.log  # a flood of refusals: a bounded number of lines, all counted
+        self.said = RepeatLimiter(log, logs.repeat_lines, logs.repeat_window_s, app.clock.monotonic)
 
     def dead_letter(self, topic: str, payload: bytes, error: str) -> None:
         """A message a handler failed on (SPEC §2.4): kept for the operator, then refused."""
@@ -41,14 +43,17 @@ class Refusals:
         with `ref`, the ids the refused payload carried (SPEC §2.4)."""
         if ref is None and payload is not None:
             ref = ref_of(payload, self.app.settings.mqtt.max_payload_bytes)
+        kind = self.app.topics.kind_of(topic) or "other"
         self.app.metrics.inc(
             "a2a_refusals_total",
             "inbound messages refused on P/runtime/error, by topic (under P/) and error",
-            topic=self.app.topics.kind_of(topic) or "other",
+            topic=kind,
             error=refusal.error,
         )
+        family = "/".join(kind.split("/")[:2]) if kind.startswith("task/") else kind.split("/")[0]
         said = partial(  # with the refusal, after the commit: a held try says nothing
-            log.log,
+            self.said.say,
+            f"refused {family} {refusal.error}",  # per topic family: `task/callback/<any>` is one
             logging.DEBUG if logged else logging.WARNING,
             "refused message on %s: %s (%s)",
             topic,

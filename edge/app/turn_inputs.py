@@ -22,6 +22,7 @@ from a2a_common.stopwatch import Stopwatch
 from cache import Memory, plan_update
 from cloud_client import CloudClient, CloudError, CloudUnavailable, TurnResponse
 from edge.app import timings
+from edge.app.context_budget import bounded_context
 from edge.app.offline import match_intent
 from edge.app.turns import (
     ERROR_TEXT,
@@ -35,7 +36,7 @@ from edge.app.turns import (
 )
 from edge.channel.topics import Arrival, Refusal, Topics, TurnRequestMsg
 from edge.config.settings import Settings
-from edge.host.log import fields
+from edge.host.log import RepeatLimiter, fields
 from edge.host.metrics import Metrics
 from edge.store import lost_answers
 from edge.store.door import Door
@@ -47,6 +48,9 @@ from taskmanager import TurnRef
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+# turns taken in and not answered yet, at most: each waits in memory for its turn at the
+# planner, one at a time; a turn beyond is answered `rejected` / `busy` at once (docs/design.md)
+MAX_WAITING = 500
 
 
 def fingerprint(text: str) -> str:
@@ -93,6 +97,9 @@ class TurnInputs:
         self.in_flight: set[asyncio.Task[None]] = set()  # turns waiting on the cloud
         self._repeats: dict[str, int] = {}  # turn_id being answered -> arrivals since the first
         self._acked: set[str] = set()  # taken in and acknowledged, answer not committed yet
+        self.said = RepeatLimiter(  # a flood of refused turns: a bounded number of lines
+            log, settings.log.repeat_lines, settings.log.repeat_window_s, clock.monotonic
+        )
 
     def take_turn(self, msg: TurnRequestMsg, arrival: Arrival) -> None:
         """Commit the utterance (with its dedupe mark) before the cloud is asked, so it is kept
@@ -109,10 +116,11 @@ class TurnInputs:
         expires = arrival.expires_at
         stale = self._stale(msg.spoken_at, arrival.received_at, expires)
         if stale is not None:
-            log.warning(
-                "turn %s refused: stale (%s)", msg.turn_id, stale, extra=fields(turn_id=msg.turn_id)
-            )
-            self.reject(msg.turn_id, Refusal("stale", stale))
+            self._refused(msg.turn_id, Refusal("stale", stale))
+            return
+        if len(self._repeats) >= MAX_WAITING:  # taken in, not answered yet: each holds memory
+            busy = f"{MAX_WAITING} turns are already waiting for the planner"
+            self._refused(msg.turn_id, Refusal("busy", busy))
             return
         with self.unit():
             pair_id, session_id = self.memory.record_utterance(
@@ -132,6 +140,7 @@ class TurnInputs:
         context.pop("observations", None)  # the device's, never a sender's (SPEC 4.6)
         if observed := self.observations():
             context["observations"] = observed
+        context = self._bounded(msg.turn_id, context)
         watch.lap("record")
         turn = Received(
             msg.turn_id,
@@ -145,6 +154,36 @@ class TurnInputs:
         )
         self._repeats.setdefault(msg.turn_id, 0)  # at once: a repeat may share the batch
         self.after_commit(partial(self._start_answer, turn))
+
+    def _refused(self, turn_id: str, refusal: Refusal) -> None:
+        """A turn refused before it is taken in (`stale`, `busy`): answered `rejected` at once,
+        its WARNING line limited in a flood (edge/host/log.py)."""
+        self.said.say(
+            f"turn:{refusal.error}",
+            logging.WARNING,
+            "turn %s refused: %s (%s)",
+            turn_id,
+            refusal.error,
+            refusal.detail,
+            extra=fields(turn_id=turn_id, error=refusal.error),
+        )
+        self.reject(turn_id, refusal)
+
+    def _bounded(self, turn_id: str, context: dict[str, Any]) -> dict[str, Any]:
+        """What the turn forwards in `device_context`: within its byte budget."""
+        bounded = bounded_context(context, self.settings.memory.device_context_budget_bytes)
+        if bounded.dropped:
+            self.metrics.inc(
+                "a2a_device_context_trimmed_total",
+                "turns whose device_context was over memory.device_context_budget_bytes",
+            )
+            log.debug(
+                "turn %s: device_context over its budget, left out: %s",
+                turn_id,
+                " ".join(bounded.dropped),
+                extra=fields(turn_id=turn_id, dropped=list(bounded.dropped)),
+            )
+        return bounded.context
 
     def _again(self, turn_id: str, same_words: bool, answer: dict[str, Any] | None) -> None:
         if not same_words:
@@ -195,7 +234,14 @@ class TurnInputs:
         async with self._turn_lock:
             stale = self._stale(turn.spoken_at, turn.watch.started, turn.expires_at)
             if stale is not None:  # it waited behind other turns until it was too old
-                log.warning("turn %s not asked: stale (%s)", turn.turn_id, stale)
+                self.said.say(
+                    "turn:stale_waiting",
+                    logging.WARNING,
+                    "turn %s not asked: stale (%s)",
+                    turn.turn_id,
+                    stale,
+                    extra=_ids(turn),
+                )
                 close = partial(
                     self.close_unanswered, turn.turn_id, turn.pair_id, "rejected", "stale"
                 )

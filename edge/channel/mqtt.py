@@ -62,6 +62,11 @@ def secure(client: paho.Client, settings: MqttSettings, password: str | None) ->
     client.on_socket_open = no_delay
 
 
+# inbound messages taken off the socket and not yet handed to the intake, at most: in a flood
+# the rest waits in the socket and at the broker, not in memory (each up to max_payload_bytes)
+MAX_QUEUED = 200
+
+
 @dataclass(frozen=True)
 class Inbound:
     topic: str
@@ -240,6 +245,7 @@ class MqttChannel:
             properties=props,
         )
         self._driver = LoopDriver(loop, self._client)
+        self._driver.full = lambda: len(self._inbound) >= MAX_QUEUED
         # the first TCP connect starts now, beside the rest of the start-up, as loop_start's did
         self._opening = open_in_thread(loop, self._client)
         self._task = loop.create_task(self._keep_connected(), name="mqtt-connection")
@@ -360,6 +366,8 @@ class MqttChannel:
             self._arrived.clear()
             while self._inbound:
                 yield Batch(self._inbound, limit)
+                if self._driver is not None:
+                    self._driver.resume()  # room again: what waited in the socket comes in
                 await asyncio.sleep(0)
 
     async def publish_and_wait(

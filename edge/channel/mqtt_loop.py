@@ -20,7 +20,7 @@ import logging
 import socket
 import ssl
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import paho.mqtt.client as paho
@@ -95,6 +95,10 @@ class LoopDriver:
         self._direct = False  # a write of ours follows at once: no flush to schedule
         self._misc: asyncio.TimerHandle | None = None
         self.packets = 0
+        # the owner's inbound queue is full: the socket is not read until `resume` (memory
+        # stays bounded in a flood; the rest waits in the socket and at the broker)
+        self.full: Callable[[], bool] = lambda: False
+        self._held_up = False
         self.closed = asyncio.Event()  # the socket paho opened last is closed
         self.closed.set()
         client.on_socket_open = self._on_open
@@ -108,6 +112,7 @@ class LoopDriver:
         with contextlib.suppress(OSError, AttributeError):
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self._sock = sock
+        self._held_up = False
         self.closed.clear()
         self._loop.add_reader(sock, self._read)
         self._misc = self._loop.call_later(MISC_EVERY_S, self._run_misc)
@@ -141,6 +146,10 @@ class LoopDriver:
         client = self._client
         try:
             for _ in range(READ_ROUNDS):
+                if self.full() and self._sock is not None:
+                    self._held_up = True
+                    self._loop.remove_reader(self._sock)
+                    return
                 seen = self.packets
                 if client.loop_read() != MQTTErrorCode.MQTT_ERR_SUCCESS or seen == self.packets:
                     break
@@ -151,6 +160,14 @@ class LoopDriver:
         except Exception:  # a bug must not kill reading: the socket is given up, we reconnect
             log.exception("reading from the broker failed; dropping the connection")
             self.drop()
+
+    def resume(self) -> None:
+        """The owner's queue has room again: the socket is read again, now (a TLS record
+        already decrypted makes it no more readable)."""
+        if self._held_up and self._sock is not None and not self.full():
+            self._held_up = False
+            self._loop.add_reader(self._sock, self._read)
+            self._read()
 
     def _flush(self) -> None:
         self._flush_scheduled = False

@@ -11,11 +11,12 @@ of the object (`{"turn_id": "t-1", …}`), never a Python repr inside the messag
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
@@ -27,6 +28,78 @@ JOURNAL_FORMAT = "%(name)s: %(message)s"  # the journal has the time and the pri
 def fields(**ids: Any) -> dict[str, Any]:
     """`extra=` for a log call: ids as structured fields (JSON values, lists included)."""
     return {"fields": ids}
+
+
+MAX_KINDS = 256  # kinds a RepeatLimiter tells apart in a window; more share one
+
+
+class RepeatLimiter:
+    """A flood must not become a flood of lines: at most `lines` lines of one kind (a refusal's
+    topic and error, say) each `window_s`; the rest of the window is counted, not written, and
+    its end brings one line with the count (WARNING). The window runs on `monotonic`, the
+    injected clock's; the closing line is scheduled on the running asyncio loop, else written
+    by the next `say` after the window's end (or `flush`)."""
+
+    def __init__(
+        self, logger: logging.Logger, lines: int, window_s: float, monotonic: Callable[[], float]
+    ) -> None:
+        self._log = logger
+        self._lines = lines
+        self._window_s = window_s
+        self._monotonic = monotonic
+        self._windows: dict[str, tuple[float, int, int]] = {}  # kind -> (start, said, held back)
+        self._closing: asyncio.TimerHandle | None = None
+        self.held_back = 0  # lines not written since the start, over every kind
+
+    def say(self, kind: str, level: int, msg: str, *args: Any, **kwargs: Any) -> bool:
+        """Log the line unless its kind had its `lines` in this window; True when written."""
+        now = self._monotonic()
+        self.flush(now)
+        if kind not in self._windows and len(self._windows) >= MAX_KINDS:
+            kind = "(other kinds)"  # kinds a sender can vary stay a bounded set
+        start, said, held = self._windows.get(kind, (now, 0, 0))
+        if said < self._lines:
+            self._windows[kind] = (start, said + 1, held)
+            self._log.log(level, msg, *args, **kwargs)
+            return True
+        self._windows[kind] = (start, said, held + 1)
+        self.held_back += 1
+        self._schedule(start + self._window_s - now)
+        return False
+
+    def flush(self, now: float | None = None) -> None:
+        """Close the windows that have ended: one line for each that held lines back."""
+        now = self._monotonic() if now is None else now
+        for kind, (start, _said, held) in list(self._windows.items()):
+            if now - start < self._window_s:
+                continue
+            del self._windows[kind]
+            if held:
+                self._log.warning(
+                    "%d more lines like %s in %g s not written (limit %d a window)",
+                    held,
+                    kind,
+                    self._window_s,
+                    self._lines,
+                    extra=fields(kind=kind, held_back=held),
+                )
+
+    def _schedule(self, delay: float) -> None:
+        if self._closing is not None and not self._closing.cancelled():
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no loop: the next `say` closes the window
+        self._closing = loop.call_later(max(0.0, delay) + 0.01, self._close)
+
+    def _close(self) -> None:
+        self._closing = None
+        now = self._monotonic()
+        self.flush(now)
+        pending = [start for start, _said, held in self._windows.values() if held]
+        if pending:
+            self._schedule(min(pending) + self._window_s - now)
 
 
 def under_journald(stream: TextIO, environ: Mapping[str, str] | None = None) -> bool:
