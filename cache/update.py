@@ -60,8 +60,9 @@ def _ours(current: SyncPosition) -> int | None:
 def sync_refusal(
     current: SyncPosition, offered: SyncPosition, *, force: bool = False
 ) -> str | None:
-    """Why an offered version must not be adopted, or None. A version is a counter of the
-    cloud's changes for this device: one past `MAX_VERSION` (2^31 - 1), or more than
+    """Why an offered version must not be adopted, or None: behind ours (unless forced), or
+    not a step the cloud can have taken. A version is a counter of the cloud's changes for
+    this device: one past `MAX_VERSION` (2^31 - 1), or more than
     `MAX_VERSION_STEP` above ours, is not a step the cloud can have taken; adopting it would
     make every later, normal version look like a step backwards (SPEC §5.3), for good. A forced
     position (a 409's, the server's truth) may go backwards, never that far ahead."""
@@ -77,6 +78,9 @@ def sync_refusal(
             f"version {offered.version} is more than {MAX_VERSION_STEP} ahead of"
             f" ours ({current.version})"
         )
+    if not force and ours is not None and theirs < ours:
+        # said like the others: a cloud that moves backwards is as wrong as a malformed one
+        return f"version {offered.version} is behind ours ({current.version})"
     return None
 
 

@@ -305,6 +305,17 @@ class TurnInputs:
             self.close_unanswered(turn.turn_id, turn.pair_id, "error", f"cloud_error: {answer}")
             return "error"
         ref = TurnRef(turn.turn_id, turn.pair_id, turn.session_id, turn.text)
+        if answer.memory_update is None:  # taken (docs/contract.md), but never silently
+            self.metrics.inc(
+                "a2a_turns_without_memory_update_total",
+                "planner answers that carried no memory_update (the pair is kept as said)",
+            )
+            log.warning(
+                "turn %s: the planner's answer has no memory_update: the pair keeps the"
+                " reply, no sync position or candidates are taken",
+                turn.turn_id,
+                extra=_ids(turn),
+            )
         requested = len(answer.device_workflow_requests) + len(answer.device_task_requests)
         with self.unit() as result:
             for raw in answer.device_workflow_requests:

@@ -10,6 +10,8 @@ import asyncio
 import faulthandler
 import json
 import os
+import sys
+import time
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
@@ -80,8 +82,10 @@ def cmd_status(args: argparse.Namespace) -> int:
     from edge.cli import out as cli_out
     from edge.views import state as views
 
+    settings = settings_of(args)
     try:
-        shown = views.status(settings_of(args))
+        shown = _status_when_ready(settings, args.wait_ready) if args.wait_ready else None
+        shown = shown or views.status(settings)
     except StorageError as exc:
         if not args.json:
             raise  # one line on stderr, exit 3 (edge/cli/entry.py)
@@ -91,7 +95,31 @@ def cmd_status(args: argparse.Namespace) -> int:
         cli_out.emit_json(shown)
     else:
         cli_out.fields(shown, title=_status_title(shown))
+    if args.wait_ready and not shown["ready"]:
+        print(f"a2a-edge: not READY within {args.wait_ready:g} s", file=sys.stderr)
+        return EXIT_NOT_RUNNING
     return EXIT_OK if shown["service"] == "running" else EXIT_NOT_RUNNING
+
+
+WAIT_READY_POLL_S = 0.1
+
+
+def _status_when_ready(settings: Any, wait_s: float) -> dict[str, Any] | None:
+    """Poll until the service has sent READY=1 (its heartbeat says so; a state DB that does
+    not exist or is being made is a service still starting). The status then, or None at the
+    deadline (the caller reads it once more, and says why it cannot)."""
+    from edge.views import state as views
+
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        try:
+            shown = views.status(settings)
+        except Exception:  # a DB not there yet, or not migrated yet: a service still starting
+            shown = None
+        if shown is not None and shown["ready"]:
+            return shown
+        time.sleep(WAIT_READY_POLL_S)
+    return None
 
 
 def cmd_config_check(args: argparse.Namespace) -> int:
@@ -146,7 +174,7 @@ def register(sub: Subparsers) -> None:
         cmd_run,
         json=False,
     )
-    command(
+    status = command(
         sub,
         "status",
         "is the service running, its health and what the state DB holds (read-only)",
@@ -154,6 +182,14 @@ def register(sub: Subparsers) -> None:
         description="Service health from its last heartbeat (labelled `last seen N s ago`) and"
         " the state DB's counts, read-only: safe while the service runs.\n"
         "Exit 0 when the service runs, 3 when it does not (as `systemctl status`).",
+    )
+    status.add_argument(
+        "--wait-ready",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="wait up to SECONDS until the service has sent READY=1 (its MQTT subscriptions"
+        " are held: what is published now is not lost); exit 3 if it has not by then",
     )
     config = group(sub, "config", "the configuration")
     command(

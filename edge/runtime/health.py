@@ -33,6 +33,7 @@ class Health:
     published_problems: list[str] = field(default_factory=list)
     alarms: list[str] = field(default_factory=list)  # unconfirmed cancels (edge/runtime/alarm.py)
     beat_file: BeatFile | None = None  # made at the first beat
+    ready: bool = False  # READY=1 sent: the broker holds our subscriptions (`status --wait-ready`)
 
     def status(self, state: str) -> bytes:
         body: dict[str, Any] = {
@@ -93,6 +94,7 @@ class Health:
         return {
             "ts": iso(self.app.clock.now()),
             "pid": os.getpid(),
+            "ready": self.ready,
             "broker": "connected" if self.broker_up else "disconnected",
             "cloud": state["cloud"],
             "loop_lag_ms": round(self.loop_lag * 1000, 1),

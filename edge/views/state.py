@@ -65,6 +65,7 @@ def status(settings: Settings) -> dict[str, Any]:
         used = theirs if isinstance(theirs, dict) else ours
         return {
             "service": "running" if running else "not running",
+            "ready": running and _ready(settings, beat),  # READY=1 sent (`status --wait-ready`)
             "health": health,
             "problems": beat.get("problems", []) if running else [],
             # SPEC 4.2: a cancel whose body was never confirmed stopped (the heartbeat's)
@@ -133,6 +134,13 @@ def _service_state(settings: Settings, age: float | None, beat: dict[str, Any]) 
     if age is None or age >= HEARTBEAT_STALE_S:
         return True, "unknown"
     return True, str(beat.get("health", "ok"))
+
+
+def _ready(settings: Settings, beat: dict[str, Any]) -> bool:
+    """The running service has sent READY=1 (its subscriptions are held by the broker): its
+    own heartbeat says so, not one a previous run left."""
+    holder = statelock.held_by(settings.state_db_path.parent)
+    return holder is not None and beat.get("ready") is True and beat.get("pid") == holder.pid
 
 
 def pairs(settings: Settings, limit: int, session_id: str | None = None) -> list[dict[str, Any]]:

@@ -37,7 +37,9 @@ def test_a_version_far_ahead_is_refused_with_a_reason() -> None:
     assert "ceiling" in (sync_refusal(ours, SyncPosition("c", "v9999999999")) or "")
     assert "more than 1000000 ahead" in (sync_refusal(ours, SyncPosition("c", "v2000000")) or "")
     assert "not of the form vN" in (sync_refusal(ours, SyncPosition("c", "weird")) or "")
-    assert sync_refusal(ours, SyncPosition("c", "v1")) is None  # backwards: ignored, not refused
+    # backwards: refused with a reason, as a malformed one is (issue 35), unless forced
+    assert "behind ours" in (sync_refusal(ours, SyncPosition("c", "v1")) or "")
+    assert sync_refusal(ours, SyncPosition("c", "v1"), force=True) is None
     # a 409's position may go backwards or be unreadable, never past the bounds
     assert sync_refusal(ours, SyncPosition("c", "weird"), force=True) is None
     assert sync_refusal(ours, SyncPosition("c", "v9999999999"), force=True)
