@@ -134,7 +134,12 @@ class Reports:
     ) -> None:
         request_id = body["request_id"]
         if report.terminal and not self.owed.still_owed(request_id):
-            return  # forgotten meanwhile (forget --all), or already moved to the replay
+            # forgotten meanwhile (forget --all), or already moved to the replay (a start-up's
+            # recovery moves what its own late deadlines made too): no answer will come, and a
+            # workflow waiting on one must not wait forever (sim/devicesim seed 3)
+            if report.decision_requested:
+                decide(report.workflow_id, None)
+            return
         try:
             status, answer = await self._cloud.post_json(
                 EVENTS_PATH, body, deadline_s=self._deadline_s

@@ -158,11 +158,24 @@ def one_terminal_per_workflow(sim: Sim, before: int) -> list[str]:
 
 @oracle("every_workflow_ends", when="quiet")
 def every_workflow_ends(sim: Sim, _before: int) -> list[str]:
+    """Every accepted workflow has ended after a quiet spell, unless it waits behind an alarm
+    (SPEC 4.2: a resource whose cancel no agent confirmed stays held while the alarm stands)."""
     marks = ",".join("?" * len(TERMINAL_STATUS))
     rows = sim.rows(
         f"SELECT workflow_id, status FROM workflows WHERE status NOT IN ({marks})", *TERMINAL_STATUS
     )
-    return [f"workflow {w} still {s} after a quiet spell" for w, s in rows]
+    tm = sim.device.app.tm
+    alarms = set(tm.alarms())
+    fenced = {r for r, task_id in tm.board.fenced.items() if task_id in alarms}
+    out = []
+    for workflow_id, status in rows:
+        wf = tm.board.workflows.get(workflow_id)
+        behind = wf is not None and any(
+            s.resource in fenced or f"{workflow_id}:{s.step_id}" in alarms for s in wf.steps
+        )
+        if not behind:
+            out.append(f"workflow {workflow_id} still {status} after a quiet spell")
+    return out
 
 
 # --- sync -----------------------------------------------------------------------------------
@@ -242,12 +255,17 @@ def user_words_not_logged(sim: Sim, _before: int) -> list[str]:
 
 @oracle("sensitive_needs_consent")
 def sensitive_needs_consent(sim: Sim, _before: int) -> list[str]:
-    """A sensitive text is in no snapshot or sync body while its category has no consent."""
-    if sim.consented("health"):
-        return []
+    """A sensitive text is in no snapshot or sync body made while its category has no consent
+    (a body is judged when first seen: a retry carries the body made before)."""
     out = []
     for st, path, body in sim.cloud.requests:
         if st != sim.step:
+            continue
+        made = str(body.get("request_id") or body.get("batch_id") or _text(body))
+        if made in sim.model.judged:
+            continue
+        sim.model.judged.add(made)
+        if sim.consented("health"):
             continue
         shared: Any = (
             body.get("writes")

@@ -72,6 +72,7 @@ class Model:
     pushed: dict[str, str] = field(default_factory=dict)  # workflow_id -> room
     early: set[str] = field(default_factory=set)
     reached: set[str] = field(default_factory=set)  # turn ids the device took in
+    judged: set[str] = field(default_factory=set)  # cloud request bodies the privacy oracle saw
     pressed_reached: set[str] = field(default_factory=set)  # PUI presses the device took in
 
 
@@ -284,15 +285,22 @@ class Sim:
                 self._log(f"agent {item.kind} {item.payload.decode()}")
                 self.send_raw(item.kind, item.payload)
             self.device.background()
-            if self.wire.up and self.wire.unpubacked:
-                mids, self.wire.unpubacked = self.wire.unpubacked, []
-                for mid in mids:
-                    self.device.runtime.take_puback(mid)
-            await settle()
+            await self._pubacks()
             if not due:
                 break
         if self.step % 20 == 0:
             self.device.housekeeping()
+            await settle()
+
+    async def _pubacks(self) -> None:
+        """The broker's PUBACKs for everything delivered (each may let the outbox hand more)."""
+        await settle()
+        for _ in range(100):
+            if not (self.wire.up and self.wire.unpubacked):
+                return
+            mids, self.wire.unpubacked = self.wire.unpubacked, []
+            for mid in mids:
+                self.device.runtime.take_puback(mid)
             await settle()
 
     # --- faults -------------------------------------------------------------------------------

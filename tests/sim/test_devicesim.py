@@ -10,7 +10,7 @@ import pytest
 
 from sim.devicesim.run import run_seed
 
-SEEDS = [int(s) for s in os.environ.get("A2A_SIM_SEEDS", "1,4").split(",")]
+SEEDS = [int(s) for s in os.environ.get("A2A_SIM_SEEDS", "1,2,3,4,5,6").split(",")]
 STEPS = int(os.environ.get("A2A_SIM_STEPS", "240"))
 
 
