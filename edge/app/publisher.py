@@ -50,5 +50,8 @@ class TaskPublisher:
         return {str(payload.get("task_id")) for _, payload in rows}
 
     def owed_commands(self) -> list[tuple[int, dict[str, Any]]]:
-        """Task commands still owed (never PUBACKed), oldest first: (row id, payload)."""
-        return self._outbox.rows_under(self._topics.task_command(""))
+        """Task commands still owed (never PUBACKed), oldest first: (row id, payload). Not a
+        safe stop: it is no step to dispatch again, it stays in the outbox as it is and goes
+        ahead of everything (SPEC 4.2); a start-up that dropped it never sent it at all."""
+        rows = self._outbox.rows_under(self._topics.task_command(""))
+        return [(row_id, body) for row_id, body in rows if body.get("safe_stop") is not True]
