@@ -99,7 +99,7 @@ class Stack:
         return [body for topic, body in self.heard() if topic == f"{P}/{kind}"]
 
     def stop(self) -> None:
-        for name, proc in reversed(self.procs.items()):
+        for proc in reversed(self.procs.values()):
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGTERM)  # the group this test started
                 try:
@@ -107,7 +107,6 @@ class Stack:
                 except subprocess.TimeoutExpired:
                     os.killpg(proc.pid, signal.SIGKILL)
                     proc.wait(10)
-            del name
 
 
 @pytest.fixture
@@ -139,9 +138,7 @@ def bring_up(stack: Stack, planner: tuple[str, bool]) -> None:
     ]  # fmt: skip
     for name in ("files", "broker", "planner", "devices", "runtime", "ready", "watch"):
         code, background = planner if name == "planner" else blocks[name]
-        stack.run(name, code, background)
-        if name == "runtime":
-            time.sleep(0)  # nothing to wait for here: `ready` is the README's wait
+        stack.run(name, code, background)  # no wait of ours: `ready` is the README's own
     for name in ("broker", "planner", "devices", "runtime"):
         stack.alive(name)
     eventually(lambda: stack.on("runtime/status"), 15)
