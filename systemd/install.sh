@@ -5,7 +5,9 @@
 #   sudo systemd/install.sh [--wheel FILE] [--no-start]
 #
 #   --wheel FILE  install this wheel (default: the source tree this script is in)
-#   --no-start    do not enable/start (or restart) the service
+#   --no-start    do not enable/start (or restart) the service (the README's first install:
+#                 edit the config, then `systemctl enable --now a2a-edge`). A first install
+#                 never starts the service with the example config it just put in place.
 #
 # Environment:
 #   DESTDIR   stage everything under this root instead of / (packaging, tests); then no user
@@ -26,7 +28,7 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --wheel) wheel=$2; shift 2 ;;
         --no-start) start=0; shift ;;
-        -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
         *) echo "install.sh: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -95,7 +97,9 @@ install -m 0640 $owner "$here/config.example.toml" "$conf/config.example.toml"
 if [ ! -e "$conf/config.toml" ]; then
     # shellcheck disable=SC2086
     install -m 0640 $owner "$here/config.example.toml" "$conf/config.toml"
-    say "installed $conf/config.toml: edit it, then: systemctl restart a2a-edge"
+    [ "$start" = 1 ] && say "not starting the service with the example config"
+    start=0  # the robot's device_id, its broker and its cloud are not known yet
+    say "installed $conf/config.toml: edit it, then: sudo systemctl enable --now a2a-edge"
 else
     say "kept $conf/config.toml (new keys and defaults: $conf/config.example.toml)"
 fi

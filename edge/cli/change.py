@@ -38,17 +38,21 @@ def report(
     matched: Callable[[dict[str, Any]], str | None] | None = None,
 ) -> int:
     """Print `answer` (`text(result)` without `--json`); exit 1 when it failed, or when
-    `matched(result)` says what was not found (a message for `NothingMatched`)."""
+    `matched(result)` says what was not found (a message for `NothingMatched`). The JSON and
+    the exit code agree: `"ok": true` only with exit 0; nothing matched is `"ok": false` with
+    `"error": "nothing matched: …"` (and the result as the service gave it)."""
     from edge.cli import out as cli_out
 
+    missing = matched(answer["result"]) if matched and answer.get("ok") else None
+    if missing:
+        answer = {**answer, "ok": False, "error": f"nothing matched: {missing}"}
     if args.json:
         cli_out.emit_json(answer)
     elif answer.get("ok"):
         text(answer["result"])
+    if missing:
+        raise NothingMatched(missing)
     if not answer.get("ok"):
         cli_out.error(str(answer.get("error")))
         return EXIT_FAILURE
-    missing = matched(answer["result"]) if matched else None
-    if missing:
-        raise NothingMatched(missing)
     return EXIT_OK

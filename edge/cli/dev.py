@@ -136,9 +136,19 @@ def _add_sim_cloud(sim: Subparsers) -> None:
     cloud.add_argument(
         "--latency-s", type=float, default=0.0, metavar="S", help="delay every answer"
     )
-    cloud.add_argument("--status", type=int, default=None, help="answer every request so")
-    cloud.add_argument("--down", action="store_true", help="drop every connection")
-    cloud.add_argument("--malformed", action="store_true", help="answer truncated JSON")
+    cloud.add_argument(
+        "--status",
+        type=int,
+        default=None,
+        metavar="CODE",
+        help="answer every request with this HTTP status (default: the planner's answers)",
+    )
+    cloud.add_argument(
+        "--down", action="store_true", help="drop every connection (default: answer them)"
+    )
+    cloud.add_argument(
+        "--malformed", action="store_true", help="answer truncated JSON (default: whole JSON)"
+    )
 
 
 def _add_sim_devices(sim: Subparsers) -> None:

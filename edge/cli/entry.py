@@ -3,7 +3,8 @@ and the commands an operator uses on the robot to look at it and change it.
 
 Every command has `--help`; most take `--config FILE` and `--json`. Exit codes: 0 ok, 1 failure
 or nothing matched, 2 bad config or usage, 3 the service is not running (`status`) or the state
-DB cannot be used (systemd does not restart the service on 2 or 3).
+DB cannot be used (systemd does not restart the service on 2 or 3), 4 `reload` applied the file
+but keys changed in it that wait for a restart (named).
 
 A command group is a module `edge/cli/<group>.py` with `register(sub)` built with
 `edge.cli.kit` (help with defaults, `--config`, `--json`, exit codes, `--yes`), listed in

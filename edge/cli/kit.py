@@ -5,7 +5,9 @@ by building its parsers here:
 - help on every command and option, with the default shown (`Formatter`);
 - `--config FILE` and `--json` on every command that reads or changes state (`command`);
 - exit codes: 0 ok, 1 failure or nothing matched (`NothingMatched`), 2 bad config or usage
-  (`UsageError`, argparse's own), 3 not running (`status`) or the state DB cannot be used;
+  (`UsageError`, argparse's own), 3 not running (`status`) or the state DB cannot be used,
+  4 `reload` applied but keys wait for a restart (`EXIT_RESTART`, edge/host/reload.py);
+  with `--json`, `"ok": true` only with exit 0;
 - a question before anything that cannot be undone (`confirm`): `--yes`, or a prompt on a
   terminal, else refused (exit 2).
 
@@ -48,7 +50,9 @@ class Formatter(argparse.HelpFormatter):
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
         default = action.default
-        shown = default not in (None, False, "", argparse.SUPPRESS) and action.option_strings
+        # `is`, not `in`: 0 and 0.0 equal False, and a default of 0 is a default to show
+        unset = default is None or default is False or default == "" or default is argparse.SUPPRESS
+        shown = not unset and action.option_strings
         if shown and "%(default)" not in text:
             text += " (default: %(default)s)"
         return text

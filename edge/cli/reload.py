@@ -4,22 +4,31 @@ systemd's `ExecReload=` returns only once the reload is applied or refused."""
 from __future__ import annotations
 
 import argparse
-import sys
+from typing import Any
 
-from edge.cli.kit import Subparsers, command, positive_float, settings_of
-from edge.host.reload import WAIT_S, service_pid, signal_and_wait
+from edge.cli.kit import EXIT_FAILURE, Subparsers, command, positive_float, settings_of
+from edge.host.reload import WAIT_S, service_pid, signal_and_answer
 from edge.host.statelock import LOCK_NAME
 
 
 def cmd_reload(args: argparse.Namespace) -> int:
+    from edge.cli import out as cli_out
+
     settings = settings_of(args)
     state_dir = settings.state_db_path.parent
     pid = args.pid or service_pid(state_dir)
     if pid is None:
-        print(f"a2a-edge: no running service holds {state_dir / LOCK_NAME}", file=sys.stderr)
-        return 1
-    code, text = signal_and_wait(state_dir, pid, args.timeout_s)
-    print(f"a2a-edge: {text}", file=sys.stderr if code else sys.stdout)
+        why = f"no running service holds {state_dir / LOCK_NAME}"
+        answer: dict[str, Any] = {"ok": False, "error": why}
+        code = EXIT_FAILURE
+    else:
+        code, answer = signal_and_answer(state_dir, pid, args.timeout_s)
+    if args.json:
+        cli_out.emit_json(answer)
+    if code:
+        cli_out.error(str(answer["error"]))
+    elif not args.json:
+        print(f"a2a-edge: {answer['result']['message']}")
     return code
 
 
@@ -30,10 +39,12 @@ def register(sub: Subparsers) -> None:
         "SIGHUP the service and wait until it has applied the config (the unit's ExecReload)",
         cmd_reload,
         description="Send SIGHUP to the running service and return once it has applied the"
-        " config file again (log level, privacy policy), or exit 1 with the reason it refused"
-        " it (the service keeps its running config). systemd's ExecReload= runs this, so that"
-        " `systemctl reload` returns only after the reload.",
-        json=False,
+        " config file again (log level, privacy policy, consent, experience mode): exit 0."
+        " Exit 4 when it applied them but other keys changed in the file that only a restart"
+        " applies (they are named; the service runs with the values it started with). Exit 1"
+        " with the reason it refused the file (the service keeps its running config), or when"
+        " no service runs. systemd's ExecReload= runs this, so that `systemctl reload` returns"
+        " only after the reload, and fails when it is not all applied.",
     )
     reload.add_argument(
         "--pid", type=int, default=None, help="the service's pid (default: from its lock file)"

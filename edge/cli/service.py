@@ -34,6 +34,8 @@ from edge.host.permissions import check_permissions
 
 def cmd_run(args: argparse.Namespace) -> int:
     settings = settings_of(args)
+    if args.accept_new_device_id:
+        settings = settings.model_copy(update={"accept_new_device_id": True})
     secrets = load_secrets(settings)
     configure(settings.log.level, settings.log.format)
     faulthandler.enable()  # a fatal signal (SIGBUS from a mapped file) leaves its stack in the log
@@ -66,12 +68,16 @@ def run_bounded(main: Coroutine[Any, Any, int], grace_s: float = 1.0) -> int:
 
 def _status_title(shown: dict[str, Any]) -> str:
     age = shown["heartbeat_age_s"]
+    offset = shown.get("service_clock_offset_s") or 0
     if age is None:
         seen = "never seen"
-    elif age < 0:  # its clock is ahead of this one (a demo's simulated days, a jump)
+    elif age < 0:  # its clock is ahead of this one (a heartbeat without its clock's offset)
         seen = f"last seen at {shown['last_seen']}, {-age:g} s ahead of this clock"
     else:
         seen = f"last seen {age:g} s ago"
+    if abs(offset) >= 1:  # a demo's or a test's offset clock, a wall clock stepped since start
+        way = "ahead of" if offset > 0 else "behind"
+        seen += f" (its clock runs {round(abs(offset))} s {way} this host's)"
     if shown["service"] == "running":
         return f"a2a-edge running ({shown['health']}), {seen}"
     then = "; broker, cloud and loop values are from then" if age is not None else ""
@@ -167,12 +173,19 @@ def cmd_db_backup(args: argparse.Namespace) -> int:
 
 
 def register(sub: Subparsers) -> None:
-    command(
+    run = command(
         sub,
         "run",
         "run the service in the foreground (what the systemd unit starts)",
         cmd_run,
         json=False,
+    )
+    run.add_argument(
+        "--accept-new-device-id",
+        action="store_true",
+        help="let a state dir kept under another device_id take the configured one (without"
+        " it that start is refused, exit 2; also accept_new_device_id = true in the config,"
+        " or A2A_EDGE_ACCEPT_NEW_DEVICE_ID=1)",
     )
     status = command(
         sub,

@@ -50,20 +50,33 @@ def cmd_sync_replay(args: argparse.Namespace) -> int:
     from edge.cli import out as cli_out
     from edge.views import state as views
 
-    before = views.sync_status(settings_of(args))["pending"]
+    settings = settings_of(args)
+    before = views.sync_status(settings)["pending"]
     payload = {"requeue_dead": args.requeue_dead}
     if before > PROGRESS_FROM:
         with cli_out.progress(before, "sync replay") as update:
             answer = ask(args, "sync.replay", payload, progress=update)
     else:
         answer = ask(args, "sync.replay", payload)
-    if answer.get("ok") and "sent" not in answer["result"]:  # the service took it
+    took = answer.get("ok") and "sent" not in answer["result"]  # the service took it
+    if took:
         answer["result"]["pending"] = _follow(args, answer["result"]["pending"])
+    answer = _with_url(answer, settings.cloud.base_url, by="the service" if took else "here")
 
     def text(result: dict[str, Any]) -> None:
         cli_out.fields(result, title="sync replay:")
 
     return report(args, answer, text)
+
+
+def _with_url(answer: dict[str, Any], url: str, *, by: str) -> dict[str, Any]:
+    """Which cloud the writes went to (or would have), and who sent them: in the result and
+    in the error, so that a replay that could not reach the cloud names the URL it tried."""
+    result = {**answer.get("result", {}), "cloud_url": url, "sent_by": by}
+    answer = {**answer, "result": result}
+    if answer.get("error") and url not in str(answer["error"]):
+        answer["error"] = f"{answer['error']} (cloud.base_url {url})"
+    return answer
 
 
 def _add_workflows(sub: Subparsers) -> None:

@@ -308,6 +308,9 @@ class LogSettings(_Section):
 
 class Settings(_Section):
     device_id: str = Field("robot-001", pattern=r"^[A-Za-z0-9._\-]{1,64}$")
+    # a state dir kept under another device_id is refused at start (exit 2) unless this says
+    # the new id is meant (`run --accept-new-device-id`, A2A_EDGE_ACCEPT_NEW_DEVICE_ID=1)
+    accept_new_device_id: bool = False
     state_dir: str = "/var/lib/a2a-edge"
     mqtt: MqttSettings = MqttSettings()
     cloud: CloudSettings = CloudSettings()

@@ -38,6 +38,7 @@ from edge.runtime.health import Health
 from edge.runtime.intake import Intake
 from edge.runtime.lifecycle import (
     begin_reload,
+    claim_device_id,
     finish_reload,
     log_started,
     read_for_reload,
@@ -136,6 +137,7 @@ class Runtime:
         app = self._app
         # SPEC §6: DB or WAL removed/replaced -> stop, exit 1
         app.when_state_lost(lambda reason: loop.call_soon_threadsafe(self._state_lost, reason))
+        claim_device_id(self._settings, app, self._door)  # another's state: exit 2, nothing sent
         recovered = self._recover()
         self._door.run("reload", app.relabel, key="relabel")  # a new lexicon: before READY
         app.attach(self._channel)
@@ -248,9 +250,9 @@ class Runtime:
         config file again; what the DB refuses now is held and applied when it is back."""
 
         handled = begin_reload(self._notifier)
-        error = ""
+        error, restart = "", list[str]()
         try:
-            fresh = read_for_reload(self._settings, self._config_path)
+            fresh, restart = read_for_reload(self._settings, self._config_path)
             steps = self._app.reload_steps(fresh)
         except ConfigError as exc:
             error, steps = str(exc), []
@@ -259,7 +261,9 @@ class Runtime:
             self._door.run("reload", step)
         self._beat()  # `status` shows the mode now, not a beat later
         state_dir = self._settings.state_db_path.parent
-        done = partial(finish_reload, self._notifier, state_dir, handled, error, self.health.line)
+        done = partial(
+            finish_reload, self._notifier, state_dir, handled, error, self.health.line, restart
+        )
         self._door.run("reload", done)  # after the steps: held behind them when they are
 
     def take_connection(self, session_present: bool) -> None:

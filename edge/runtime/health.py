@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from a2a_common import jsonx
@@ -91,8 +92,12 @@ class Health:
 
     def _beat(self) -> dict[str, Any]:
         state = self._state()
+        now = self.app.clock.now()
         return {
-            "ts": iso(self.app.clock.now()),
+            "ts": iso(now),
+            # the service's clock less the host's (a demo's offset clock, a wall clock stepped
+            # since start): `status` ages the beat on the host's clock with it, not as a skew
+            "clock_offset_s": round((now - datetime.now(UTC)).total_seconds(), 1),
             "pid": os.getpid(),
             "ready": self.ready,
             "broker": "connected" if self.broker_up else "disconnected",

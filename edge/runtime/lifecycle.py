@@ -6,15 +6,18 @@ from __future__ import annotations
 import asyncio
 import errno
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from functools import partial
 from pathlib import Path
 
 from a2a_common.clock import Clock
 from a2a_common.sqlite import StorageUnavailable
 from edge.app.device import DeviceApp
+from edge.config.errors import ConfigError
 from edge.config.settings import Settings, load_settings
 from edge.host import reload
 from edge.host.notify import Notifier
+from edge.store.door import Door
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +57,42 @@ def log_started(settings: Settings, app: DeviceApp, recovered: dict[str, int]) -
     )
 
 
-def read_for_reload(running: Settings, config_path: Path | None) -> Settings:
-    """SIGHUP: the config file again (raises ConfigError: the running config stays)."""
+DEVICE_ID_KEY = "device_id"  # device_state: the id the state dir's DB was kept under
+
+
+def claim_device_id(settings: Settings, app: DeviceApp, door: Door) -> None:
+    """At start, before anything is recovered or sent: the state dir's DB was kept under one
+    device_id (`device_state.device_id`); a config that names another is refused (exit 2, one
+    line naming both) unless `accept_new_device_id` says the new id is meant. A DB from before
+    this key (or a new one) adopts the configured id without a word. The id is written through
+    the door: on a full disk it is held like any write."""
+    configured = settings.device_id
+    kept = app.memory.store.state(DEVICE_ID_KEY)
+    if kept == configured:
+        return
+    if isinstance(kept, str) and kept:
+        if not settings.accept_new_device_id:
+            raise ConfigError(
+                "device_id",
+                f"{configured!r}, but the state in {settings.state_dir} was kept by {kept!r}:"
+                f" set device_id back to {kept!r}, or start once with --accept-new-device-id"
+                " (A2A_EDGE_ACCEPT_NEW_DEVICE_ID=1) if this robot is meant to be"
+                f" {configured!r} now",
+            )
+        log.warning(
+            "device_id changed from %s to %s over the same state (accepted): the memory,"
+            " workflows and outboxes kept under %s are now %s's",
+            kept,
+            configured,
+            kept,
+            configured,
+        )
+    door.run("recovery", partial(app.memory.store.set_state, DEVICE_ID_KEY, configured))
+
+
+def read_for_reload(running: Settings, config_path: Path | None) -> tuple[Settings, list[str]]:
+    """SIGHUP: the config file again (raises ConfigError: the running config stays), and the
+    keys changed in it that only a restart applies (the reload's mark names them)."""
     fresh = load_settings(config_path)
     logging.getLogger().setLevel(fresh.log.level)
     log.info(
@@ -71,7 +108,7 @@ def read_for_reload(running: Settings, config_path: Path | None) -> Settings:
             " (systemctl restart a2a-edge); running with the values it started with",
             ", ".join(stale),
         )
-    return fresh
+    return fresh, stale
 
 
 def begin_reload(notifier: Notifier) -> int:
@@ -86,15 +123,21 @@ _NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO)
 
 
 def finish_reload(
-    notifier: Notifier, state_dir: Path, handled: int, error: str, status_line: Callable[[], str]
+    notifier: Notifier,
+    state_dir: Path,
+    handled: int,
+    error: str,
+    status_line: Callable[[], str],
+    restart: Sequence[str] = (),
 ) -> None:
     """Once every step of the reload is applied: READY=1 for systemd, then the mark that
-    `a2a-edge reload` waits for (edge/host/reload.py). A disk that refuses the mark holds it
+    `a2a-edge reload` waits for (edge/host/reload.py), naming the keys that wait for a restart
+    (`restart`: the command exits 4 with them). A disk that refuses the mark holds it
     (`StorageUnavailable`, the door tries again): the command must not hear of a reload before
     it is applied, nor wait for one that was."""
     notifier.ready(status_line())  # before the mark: systemd hears it first
     try:
-        reload.write_mark(state_dir, handled, error)
+        reload.write_mark(state_dir, handled, error, restart)
     except OSError as exc:
         if exc.errno in _NO_ROOM:
             raise StorageUnavailable(f"reload mark not written: {exc}") from exc

@@ -6,8 +6,10 @@ WorkflowStore, SyncOutbox, the MQTT DurableOutbox), never with SQL of their own.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -52,9 +54,10 @@ def status(settings: Settings) -> dict[str, Any]:
         position = cache.sync_position()
         sync_outbox = SyncOutbox(db=db, clock=SystemClock())
         beat = _newest(cache.state("runtime_heartbeat", {}), settings)
-        age = None
-        if beat.get("ts"):
-            age = round((SystemClock().now() - parse_iso(beat["ts"])).total_seconds(), 1)
+        age, offset = None, _clock_offset(beat)
+        if beat.get("ts"):  # on the host's clock: the beat's time less the service's offset
+            seen = parse_iso(beat["ts"]) - timedelta(seconds=offset)
+            age = round((SystemClock().now() - seen).total_seconds(), 1)
         db_bytes = sum(
             p.stat().st_size
             for p in settings.state_db_path.parent.glob(settings.state_db_path.name + "*")
@@ -72,6 +75,9 @@ def status(settings: Settings) -> dict[str, Any]:
             "alarm": beat.get("alarm") if running else None,
             "last_seen": beat.get("ts"),  # the heartbeat's time: what follows is as of then
             "heartbeat_age_s": age,
+            # the service's clock less the host's at its last beat: a demo's or a test's offset
+            # clock, a wall clock stepped since it started (last_seen is on the service's clock)
+            "service_clock_offset_s": offset,
             "broker": beat.get("broker", "unknown"),
             "cloud": beat.get("cloud", "unknown"),
             # the running service's own (its heartbeat's: its environment, a reload), else the
@@ -107,6 +113,14 @@ def status(settings: Settings) -> dict[str, Any]:
             "inbox_dead_letters": InboxDeadLetters(db=db, clock=SystemClock(), keep=0).count(),
             "sync": {"cursor": position.cursor, "version": position.version},
         }
+
+
+def _clock_offset(beat: dict[str, Any]) -> float:
+    """The heartbeat's `clock_offset_s` (0 from a service before it, or a value not a number)."""
+    value = beat.get("clock_offset_s")
+    if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    return 0.0
 
 
 def _newest(in_db: Any, settings: Settings) -> dict[str, Any]:

@@ -127,7 +127,8 @@ def test_every_command_and_option_has_help_and_shows_its_default() -> None:
                 continue
             where = f"a2a-edge {' '.join(path)} {action.option_strings or action.dest}"
             assert action.help, f"{where} has no help"
-            if action.option_strings and action.default not in (None, False):
+            unset = action.default is None or action.default is False  # 0 and 0.0 are shown
+            if action.option_strings and not unset:
                 assert f"(default: {action.default})" in " ".join(text.split()), where
 
 
