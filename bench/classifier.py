@@ -3,13 +3,15 @@ precision per category, latency per text (p50/p99), resident memory it adds and 
 
     .venv/bin/python -m bench.classifier [--eval tests/fixtures/privacy_eval.jsonl]
         [--tree DIR] [--json]
+    .venv/bin/python -m bench.classifier --relabel
 
 `--tree DIR` measures the `cache.lexicon` of another checkout (e.g. a worktree of an older
 commit: `git worktree add /tmp/base <commit>`), so before and after run the same measurement.
 Each run is a fresh interpreter (`python -c CHILD`): its RSS before importing the classifier,
 after loading it (the shipped lexicon compiled) and after classifying every text; the load time
 is the import plus the compile. Prints figures; asserts nothing (the floor is
-tests/cache/test_classifier_floor.py).
+tests/cache/test_classifier_floor.py). `--relabel` times instead what a changed lexicon costs at
+start: every stored text of a year of history (bench.snapshot's fill) labelled again.
 """
 
 from __future__ import annotations
@@ -130,13 +132,41 @@ def pct(values: list[int], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * p))]
 
 
+def relabel_year() -> None:
+    """Time `relabel_if_changed` on a year of history whose fingerprint is not the lexicon's."""
+    import tempfile
+    import time
+
+    from a2a_common.clock import ManualClock
+    from a2a_common.sqlite import open_state_db
+    from bench.snapshot import ITEMS, MIGRATIONS, NOW, PAIRS, fill
+    from cache.memory import Memory, MemoryPolicy
+    from cache.relabel import FINGERPRINT_KEY, relabel_if_changed
+
+    with tempfile.TemporaryDirectory() as tmp:
+        db = open_state_db(Path(tmp) / "state.db", MIGRATIONS)
+        fill(db)
+        memory = Memory(db=db, clock=ManualClock(NOW), policy=MemoryPolicy())
+        memory.store.set_state(FINGERPRINT_KEY, "an older lexicon")
+        wall, cpu = time.perf_counter(), time.process_time()
+        done = relabel_if_changed(memory)
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        db.close()
+    print(f"relabel of a year ({PAIRS} pairs, {ITEMS} items): {wall:.3f} s wall, {cpu:.3f} s CPU")
+    print(f"  {done}")
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--eval", type=Path, default=EVAL_SET)
     parser.add_argument("--tree", type=Path, default=ROOT)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--misses", action="store_true", help="print the texts it got wrong")
+    parser.add_argument("--relabel", action="store_true", help="time a re-label of a year")
     args = parser.parse_args(argv)
+    if args.relabel:
+        relabel_year()
+        return
     cases = load_cases(args.eval)
     run = measure(args.tree, [c["text"] for c in cases])
     scores = score(cases, run["labels"])

@@ -201,7 +201,27 @@ _TEXTS_APART = "\x00"  # joins the forms of several texts: never in a form, neve
 
 
 def _alternation(keys: Iterable[str]) -> str:
-    return "|".join(re.escape(k) for k in sorted(set(keys), key=lambda k: (-len(k), k)))
+    """The keys as one expression, their common prefixes factored out (a trie: 아파|아팠|아픈
+    is 아(?:파|팠|픈)), so a search tries the keys that share a text's next letters only, not
+    every key at every position (the predicates' stems made the flat list 5x slower)."""
+    trie: dict[str, Any] = {}
+    for key in set(keys):
+        node = trie
+        for c in key:
+            node = node.setdefault(c, {})
+        node[""] = {}  # a key ends here
+    return _trie_pattern(trie)
+
+
+def _trie_pattern(node: dict[str, Any]) -> str:
+    ends = "" in node
+    branches = [re.escape(c) + _trie_pattern(child) for c, child in sorted(node.items()) if c]
+    if not branches:
+        return ""
+    body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+    if ends:  # a key ends here and longer ones go on: the longer first, then the end
+        return f"(?:{body})?" if len(branches) == 1 else body + "?"
+    return body
 
 
 class _Matcher:
@@ -260,7 +280,8 @@ class _Matcher:
         for expression in (self.word, self.noun):
             if expression is not None and (expression.search(spaced) or expression.search(letters)):
                 return True
-        return self.regex is not None and bool(self.regex.search(folded))
+        regex = self.regex  # each text apart: a pattern's `[^.]*` would cross the NUL
+        return regex is not None and any(regex.search(t) for t in folded.split(_TEXTS_APART))
 
 
 @lru_cache(maxsize=4096)

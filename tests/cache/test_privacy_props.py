@@ -28,7 +28,7 @@ from sync.replay import Replayer
 from tests.cache.evasions import evaded_term
 from tests.examples import examples
 
-TERMS = {"health": "혈압", "vital": "맥박", "home_layout": "현관", "contact": "전화번호"}
+TERMS = {"health": "혈압", "vital": "맥박", "home_layout": "비밀번호", "contact": "전화번호"}
 CATEGORIES = [*TERMS, "hobby", "device_pattern"]
 SESSIONS = ["session-a", "session-b"]
 
