@@ -17,6 +17,12 @@ The helper dedupes on `task_id` (a command seen again is not executed again; its
 callback is published once more) and honours cancels (CANCELLED; nothing else is sent after
 the cancel arrived). A `safe_stop` command (SPEC 4.2) completes at once unless its operation is
 scripted otherwise. `press_pui()` simulates the physical cancel button.
+
+`only` / `exclude` (`sim devices --only CAP… / --exclude CAP…`) narrow what is simulated: the
+agent subscribes to those capabilities' topics alone, so a device team's own agent can serve
+another capability (or one of these) beside it without the simulator answering for it. Without
+either it serves every capability (`+`) and answers the ones it does not know `FAILED
+unsupported_operation`. Its callbacks carry `agent` (the name `workflows trace` shows).
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +39,21 @@ import paho.mqtt.client as paho
 
 from a2a_agent import DeviceAgent, Task
 from sim.world import World
+
+SIMULATED = ("air_purifier", "content", "display", "mobility", "speaker", "vital_app")
+AGENT_NAME = "sim-devices"  # the `agent` of its callbacks
+
+
+def served(only: Iterable[str] = (), exclude: Iterable[str] = ()) -> list[str]:
+    """The capabilities the simulator subscribes to: `["*"]` (every one) when neither is given;
+    `only` must name simulated ones (ValueError otherwise: it would answer them all FAILED)."""
+    only, exclude = list(only), set(exclude)
+    unknown = sorted(set(only) - set(SIMULATED))
+    if unknown:
+        raise ValueError(f"not simulated: {', '.join(unknown)} (simulated: {', '.join(SIMULATED)})")
+    if not only and not exclude:
+        return ["*"]
+    return [cap for cap in (only or SIMULATED) if cap not in exclude]
 
 
 @dataclass(frozen=True)
@@ -108,8 +129,11 @@ class DeviceAgents:
         world: World | None = None,
         time_scale: float = 0.02,
         protocol: str = "5",
+        only: Iterable[str] = (),
+        exclude: Iterable[str] = (),
     ) -> None:
         self.root = root
+        self.capabilities = served(only, exclude)
         self.world = world or World(time_scale=time_scale)
         self.behaviors = dict(behaviors or {})
         self.tasks: dict[str, TaskRecord] = {}
@@ -130,9 +154,13 @@ class DeviceAgents:
             history=10**9,  # tests look at every task; dedupe remembers them all
             on_inbound=self._seen,
             on_connect=lambda _session_present: self.publish_context(),
+            name=AGENT_NAME,
         )
         # it never blocks (timers and world threads do the waiting): run it on the dispatcher
-        self.agent.handle("*", "*", self._execute, on_cancel=self._on_cancel, inline=True)
+        for capability in self.capabilities:
+            self.agent.handle(
+                capability, "*", self._execute, on_cancel=self._on_cancel, inline=True
+            )
         try:
             self.agent.start(10)
         except ConnectionError as exc:

@@ -28,6 +28,8 @@ class Callback:
     ask_timeout_s: float = 300.0  # how long a NEEDS_USER_INPUT waits for the user
     dropped: tuple[Dropped, ...] = ()  # what the screen took out of the agent's evidence
     contradicted: tuple[str, ...] = ()  # kept evidence keys naming another target (SPEC 4.5)
+    # who answered, for the trace (`workflows trace`): the callback's `agent` and its topic
+    answered_by: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

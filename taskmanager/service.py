@@ -66,6 +66,13 @@ def _default_effects(catalog: Catalog) -> EffectCatalog:
         return EffectCatalog({})
 
 
+def _by(event: Event) -> tuple[str, tuple[tuple[str, str], ...]] | None:
+    """A callback's task and who answered it: its step's event in the trace names them."""
+    if isinstance(event, Callback) and event.answered_by:
+        return event.task_id, event.answered_by
+    return None
+
+
 class TaskManager:
     def __init__(
         self,
@@ -145,7 +152,7 @@ class TaskManager:
                     self._out.publish(effect)
                     result.commands += isinstance(effect, Command)
                     if isinstance(effect, Emit) and effect.payload["status"] != "PROGRESS":
-                        self._trace_event(effect.payload, outcome.changed, now)
+                        self._trace_event(effect.payload, outcome.changed, now, _by(event))
                 elif isinstance(effect, Trace):
                     self.store.trace(
                         effect.workflow_id,
@@ -162,8 +169,16 @@ class TaskManager:
         result.finished = [wf for wf in outcome.changed if wf.terminal]
         return result
 
-    def _trace_event(self, payload: dict[str, Any], changed: list[Workflow], now: datetime) -> None:
+    def _trace_event(
+        self,
+        payload: dict[str, Any],
+        changed: list[Workflow],
+        now: datetime,
+        by: tuple[str, tuple[tuple[str, str], ...]] | None = None,
+    ) -> None:
         detail = {k: payload[k] for k in ("step_id", "status", "reason") if payload.get(k)}
+        if by is not None and payload.get("task_id") == by[0]:
+            detail.update(by[1])  # the agent that answered (sent `agent`, its topic)
         for wf in changed:
             step = (
                 wf.step(payload["step_id"])

@@ -329,7 +329,17 @@ class DeviceApp:
         if verdict == "duplicate" or self.dedupe.seen(key):
             return  # a repeat of an applied seq, or a stale one: silently a duplicate
         self.metrics.inc("a2a_callbacks_total", "task callbacks taken in", status=msg.status)
-        event = Callback(msg.task_id, msg.seq, msg.status, msg.progress, msg.reason, msg.evidence)
+        via = self.topics.kind_of(arrival.topic) or "task/callback"  # who answered: traced
+        by = (("via", via),) + ((("agent", msg.agent),) if msg.agent else ())
+        event = Callback(
+            msg.task_id,
+            msg.seq,
+            msg.status,
+            msg.progress,
+            msg.reason,
+            msg.evidence,
+            answered_by=by,
+        )
         with self.unit() as result:
             self.dedupe.mark(key, arrival.topic)
             result.merge(self.tm.callback(event))

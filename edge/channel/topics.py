@@ -90,6 +90,14 @@ class TaskCallbackMsg(_Inbound):
     evidence: Any = None  # any JSON: the TaskManager's allowlist keeps what it may (SPEC 4.5)
     ts: StrictStr | None = Field(None, max_length=64)
     attempt: StrictInt | None = Field(None, ge=1, lt=2**31)  # the command's it answers
+    agent: str | None = None  # who answered (a2a_agent sends its name): traced, never refused
+
+    @field_validator("agent", mode="before")
+    @classmethod
+    def _agent_name(cls, value: Any) -> str | None:
+        """A name the trace can show; anything else is dropped, the callback still applies."""
+        ok = isinstance(value, str) and re.fullmatch(r"[A-Za-z0-9_.:\-]{1,64}", value)
+        return value if ok else None
 
     @field_validator("progress")
     @classmethod

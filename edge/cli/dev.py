@@ -9,7 +9,7 @@ import logging
 import sys
 import time
 
-from edge.cli.kit import Subparsers, command, group, positive_float
+from edge.cli.kit import Subparsers, UsageError, command, group, positive_float
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -34,14 +34,27 @@ def cmd_sim_devices(args: argparse.Namespace) -> int:
     import signal
     import threading
 
-    from sim.devices import DeviceAgents
+    from sim.devices import DeviceAgents, served
     from sim.world import World
 
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
     root = f"{args.prefix}/{args.device_id}"
+    try:
+        served(args.only, args.exclude)
+    except ValueError as exc:
+        raise UsageError(f"sim devices --only: {exc}") from None
     world = World(current_room=args.room, battery=args.battery, time_scale=args.time_scale)
-    agents = DeviceAgents(args.port, root, host=args.host, world=world, protocol=args.protocol)
-    print(f"sim devices for {root} on {args.host}:{args.port}", file=sys.stderr)
+    agents = DeviceAgents(
+        args.port,
+        root,
+        host=args.host,
+        world=world,
+        protocol=args.protocol,
+        only=args.only,
+        exclude=args.exclude,
+    )
+    serves = ", ".join(agents.capabilities).replace("*", "every capability")
+    print(f"sim devices for {root} on {args.host}:{args.port}: {serves}", file=sys.stderr)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     with contextlib.suppress(KeyboardInterrupt):
@@ -169,6 +182,23 @@ def _add_sim_devices(sim: Subparsers) -> None:
     devices.add_argument("--device-id", default="robot-001", help="the robot's device_id")
     devices.add_argument("--room", default="거실", help="where the robot starts")
     devices.add_argument("--battery", type=float, default=82.0, help="battery level, percent")
+    only = devices.add_mutually_exclusive_group()
+    only.add_argument(
+        "--only",
+        nargs="+",
+        default=[],
+        metavar="CAPABILITY",
+        help="simulate only these capabilities; no other is subscribed to (default: every one,"
+        " and an operation not simulated is answered FAILED unsupported_operation)",
+    )
+    only.add_argument(
+        "--exclude",
+        nargs="+",
+        default=[],
+        metavar="CAPABILITY",
+        help="simulate every capability but these, and subscribe to no other: your own agent"
+        " serves them (default: none excluded)",
+    )
     devices.add_argument(
         "--time-scale",
         type=positive_float,

@@ -11,22 +11,26 @@ import os
 import re
 import shutil
 import signal
+import site
 import subprocess
 import sys
 import threading
+import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from a2a_common.clock import iso
 from sim.broker import Mosquitto
 from sim.cloud import SimCloud
 from sim.probe import MqttProbe
+from sim.processes import RuntimeProcess
 from tests.a2a_agent.workflows import one_step
-from tests.conftest import ROOT, RuntimeFactory, eventually
+from tests.conftest import ROOT, RuntimeFactory, eventually, runtime_config, wait_online
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "device-agents.md"
 BLOCK = re.compile(r"^```(sh|python)\n# doc-test: (\S+)\n(.*?)^```", re.M | re.S)
@@ -207,3 +211,142 @@ def collect(agent: subprocess.Popen[str], lines: list[str]) -> None:
     assert agent.stdout is not None
     for line in agent.stdout:
         lines.append(line)
+
+
+# --- section 10 and the install lines (issue 35 items 4, 5; "Done when" (b)) -----------------
+
+OWN = re.compile(r"^```(?:sh|python)\n# own-capability: (\S+)\n(.*?)^```", re.M | re.S)
+INSTALL = re.compile(r"^```sh\n# install: (\S+)\n(.*?)^```", re.M | re.S)
+ARM_CALLBACKS = f"{ROOT}/task/callback/arm"
+REPO = DOC.parents[1]
+
+
+def bash(code: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", code],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, f"{code}\n{done.stdout}\n{done.stderr}"
+    return done
+
+
+def started(args: list[str], cwd: Path, env: dict[str, str], log: Path) -> subprocess.Popen[str]:
+    with log.open("w") as out:
+        return subprocess.Popen(
+            args, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, text=True
+        )
+
+
+def stopped(proc: subprocess.Popen[str]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+@pytest.mark.skipif(not CLIENTS, reason=NO_CLIENTS)
+def test_a_team_adds_a_capability_beside_sim_devices_and_the_pui_cancels_it(
+    tmp_path: Path, broker: Mosquitto, cloud: SimCloud, probe: MqttProbe
+) -> None:
+    """Section 10 as a device team runs it: the catalog file added by config, `sim devices
+    --exclude arm`, the team's own agent; a workflow on the arm runs on that agent alone (on
+    main the simulator, subscribed to every capability, answered FAILED unsupported_operation
+    within a millisecond) and the PUI press cancels it; the trace names who answered."""
+    blocks = dict(OWN.findall(DOC.read_text()))
+    assert list(blocks) == ["catalog", "sim", "agent", "push", "press", "trace"]
+    config = runtime_config(tmp_path, broker, cloud.url)
+    work = tmp_path / "team"
+    work.mkdir()
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"  # a2a-edge
+    env = {**os.environ, "PORT": str(broker.port), "P": ROOT, "CONFIG": str(config), "PATH": path}
+    checked = bash(blocks["catalog"], work, env)
+    assert checked.stdout.strip() == f"catalog: arm from {work / 'arm.json'} (safe_stop halt)"
+    runtime = RuntimeProcess(config, tmp_path)
+    since = iso(datetime.now(UTC) - timedelta(seconds=1))
+    runtime.start()
+    (work / "agent.py").write_text(blocks["agent"])
+    sim = started(["bash", "-c", blocks["sim"]], work, env, work / "sim.log")
+    agent = started([sys.executable, "agent.py"], work, env, work / "agent.log")
+    try:
+        wait_online(broker.port, since)
+        probe.wait_for(f"{ROOT}/device/context")  # the simulator is connected and subscribed
+        eventually(lambda: "arm serving" in (work / "agent.log").read_text())
+        bash(blocks["push"], work, env)
+        event(Ran(probe, cloud, work, ""), "wf-arm:pick", "RUNNING")
+        bash(blocks["press"], work, env)
+        assert workflow_ended(probe, "wf-arm", "WORKFLOW_CANCELLED")["reason"] == "pui"
+        probe.wait_for(
+            ARM_CALLBACKS, lambda b: b["task_id"] == "wf-arm:pick" and b["status"] == "CANCELLED"
+        )
+        eventually(lambda: "halted: pui" in (work / "agent.log").read_text())
+        callbacks = [b for b in probe.messages(ARM_CALLBACKS) if b["task_id"] == "wf-arm:pick"]
+        assert {b.get("agent") for b in callbacks} == {"arm-agent"}  # the simulator never spoke
+        assert "FAILED" not in [b["status"] for b in callbacks]
+        trace = bash(blocks["trace"], work, env).stdout
+        assert 'via="task/callback/arm" agent="arm-agent"' in trace
+        assert "sim-devices" not in trace and "unsupported_operation" not in trace
+        # the simulator still serves the rest of the robot, and says so in the trace
+        probe.publish(
+            f"{ROOT}/workflow/request", one_step("wf-say", "say", "speaker.say", text="안녕")
+        )
+        workflow_ended(probe, "wf-say", "WORKFLOW_COMPLETED")
+        said = bash(f'a2a-edge workflows trace wf-say --config "{config}" --json', work, env)
+        rows = json.loads(said.stdout)["timeline"]
+        assert {"agent": "sim-devices", "via": "task/callback/speaker"}.items() <= next(
+            r for r in rows if r.get("status") == "COMPLETED"
+        ).items()
+    finally:
+        stopped(agent)
+        stopped(sim)
+        runtime.close()
+    assert agent.returncode == 0, (work / "agent.log").read_text()
+
+
+def test_the_guides_install_lines_build_and_install_the_helper(tmp_path: Path) -> None:
+    """Section 8's install lines, as written, in a clone (a copy of the sources) and a fresh
+    venv: on main they said `pip install a2a-edge`, which no package index has. Offline here:
+    pip takes no index, no dependencies and no build isolation from the environment (setuptools
+    and the dependencies come from this venv through a .pth line), the lines are the guide's."""
+    blocks = dict(INSTALL.findall(DOC.read_text()))
+    assert list(blocks) == ["build", "wheel"]
+    clone = tmp_path / "a2a-edge"
+    clone.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, clone / name)
+    packages = {p.split(".")[0] for p in tomllib.loads((REPO / "pyproject.toml").read_text())[
+        "tool"]["setuptools"]["packages"]}  # fmt: skip
+    for package in packages:
+        shutil.copytree(
+            REPO / package, clone / package, ignore=shutil.ignore_patterns("__pycache__")
+        )
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", venv], check=True, timeout=60)
+    (site_dir,) = (venv / "lib").glob("python3*/site-packages")
+    (site_dir / "_test_deps.pth").write_text(site.getsitepackages()[0] + "\n")
+    env = {
+        **os.environ,
+        "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}",  # python3: the fresh venv's
+        "PIP_NO_INDEX": "1",
+        "PIP_NO_DEPS": "1",
+        "PIP_NO_BUILD_ISOLATION": "0",  # pip's spelling of --no-build-isolation
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+    }
+    bash(blocks["build"], clone, env)
+    assert list((clone / "dist").glob("a2a_edge-*-py3-none-any.whl"))
+    bash(blocks["wheel"], clone, env)
+    where = subprocess.run(
+        [venv / "bin" / "python", "-c", "import a2a_agent; print(a2a_agent.__file__)"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert where.returncode == 0, where.stderr
+    assert Path(where.stdout.strip()).is_relative_to(site_dir)  # the installed copy
