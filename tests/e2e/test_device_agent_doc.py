@@ -331,7 +331,7 @@ def test_the_guides_install_lines_build_and_install_the_helper(tmp_path: Path) -
     (site_dir,) = (venv / "lib").glob("python3*/site-packages")
     (site_dir / "_test_deps.pth").write_text(site.getsitepackages()[0] + "\n")
     env = {
-        **os.environ,
+        **{k: v for k, v in os.environ.items() if k != "PYTHONPATH"},  # the installed copy only
         "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}",  # python3: the fresh venv's
         "PIP_NO_INDEX": "1",
         "PIP_NO_DEPS": "1",
@@ -344,6 +344,7 @@ def test_the_guides_install_lines_build_and_install_the_helper(tmp_path: Path) -
     where = subprocess.run(
         [venv / "bin" / "python", "-c", "import a2a_agent; print(a2a_agent.__file__)"],
         cwd=tmp_path,
+        env=env,
         capture_output=True,
         text=True,
         timeout=30,
