@@ -6,6 +6,7 @@ quoting part of the utterance leaves no fragment of it in the trace, its events 
 from __future__ import annotations
 
 import json
+import signal
 from pathlib import Path
 
 from sim.cloud import SimCloud
@@ -103,3 +104,22 @@ def test_a_workflow_quoting_part_of_the_utterance_keeps_no_fragment(
     for fragment in ("암에 걸렸어", "병원 가는 길", "가는 길", "엄마가 암에"):
         assert fragment not in everything, (fragment, everything)
     assert "[user words]" in everything
+
+
+def test_a_predicate_added_by_a_reload_hides_its_conjugations_stored_before(
+    tmp_path: Path, runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe
+) -> None:
+    """A deployment's lexicon_file grows by a predicate (a kind the substring lexicon did not
+    have): the pairs stored before, in any conjugation of it, are labelled again at the reload."""
+    extra = tmp_path / "extra.json"
+    extra.write_text('{"hobby": ["낚시"]}', encoding="utf-8")
+    runtime = runtime_factory(privacy={"lexicon_file": str(extra)})
+    probe.turn("t-1", "발목이 붓고 있어 MKZ")
+    probe.turn("t-2", "안녕")
+    assert "MKZ" in text(last_snapshot(cloud))  # not a known term yet
+    extra.write_text('{"health": [{"term": "붓다", "match": "predicate"}]}', encoding="utf-8")
+    assert runtime.proc is not None
+    runtime.proc.send_signal(signal.SIGHUP)
+    eventually(lambda: "stored texts labelled again" in runtime.log())
+    probe.turn("t-3", "안녕")
+    assert "MKZ" not in text(last_snapshot(cloud))
