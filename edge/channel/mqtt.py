@@ -67,6 +67,17 @@ def secure(client: paho.Client, settings: MqttSettings, password: str | None) ->
 MAX_QUEUED = 200
 
 
+def disconnect_reason(flags: Any, reason: Any) -> str:
+    """What ended the connection, in words: paho names a socket closed without a DISCONNECT
+    packet (the broker stopped, the network went) `Unspecified error`, which read as a fault of
+    ours when the broker stopped together with the service (Ctrl-C of a stack run by hand)."""
+    if getattr(flags, "is_disconnect_packet_from_server", False):
+        return f"the broker sent DISCONNECT ({reason})"
+    if getattr(reason, "is_failure", False) and getattr(reason, "value", None) == 128:
+        return "connection closed without a DISCONNECT (the broker stopped or the network went)"
+    return str(reason)
+
+
 @dataclass(frozen=True)
 class Inbound:
     topic: str
@@ -189,9 +200,9 @@ class MqttChannel:
         if mid == self._subscribe_mid:
             self.receiving.set()
 
-    def _on_disconnect(self, _c: paho.Client, _u: Any, _f: Any, reason: Any, _p: Any) -> None:
+    def _on_disconnect(self, _c: paho.Client, _u: Any, flags: Any, reason: Any, _p: Any) -> None:
         self._up = False
-        self._tell(self._handlers.disconnected, str(reason))
+        self._tell(self._handlers.disconnected, disconnect_reason(flags, reason))
 
     def _on_message(self, _c: paho.Client, _u: Any, msg: paho.MQTTMessage) -> None:
         if self._driver is not None:

@@ -479,8 +479,8 @@ class Runtime:
 
     # --- the channel and stops ------------------------------------------------------------------
     def _on_disconnected(self, reason: str) -> None:
-        if self._stop.is_set():  # our own disconnect at a stop: expected, not a warning
-            log.info("broker disconnected: %s", reason)
+        if self._stop.is_set():  # at a stop: ours, or a broker stopping with us; not a warning
+            log.info("broker disconnected while stopping: %s", reason)
         elif self.health.broker_up or reason != self._last_broker_error:
             log.warning("broker disconnected: %s", reason)  # once per reason, not per retry
         self._last_broker_error = reason

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+from sim.broker import Mosquitto
 from sim.probe import MqttProbe
 from tests.conftest import RuntimeFactory, eventually
 
@@ -149,6 +151,22 @@ def test_a_clean_stop_logs_a_clean_disconnect(runtime_factory: RuntimeFactory) -
     lines = [line for line in runtime.log().splitlines() if "broker disconnected" in line]
     assert lines, runtime.log()[-2000:]
     assert not any("error" in line.lower() for line in lines), lines
+
+
+def test_a_stop_with_the_broker_stopping_too_is_no_error(
+    runtime_factory: RuntimeFactory, broker: Mosquitto
+) -> None:
+    """Ctrl-C of a stack run by hand (SIGINT to the broker and the service at once) logged
+    `broker disconnected: Unspecified error` (paho's words for a socket closed without a
+    DISCONNECT)."""
+    runtime = runtime_factory(log={"level": "INFO"})
+    assert runtime.proc is not None
+    runtime.proc.send_signal(signal.SIGINT)
+    broker.stop()
+    assert runtime.proc.wait(timeout=20) == 0
+    lines = [line for line in runtime.log().splitlines() if "broker disconnected" in line]
+    assert not any("error" in line.lower() for line in lines), lines
+    assert all(" INFO " in line for line in lines), lines
 
 
 DAYS_10 = 864_000.0
