@@ -5,6 +5,7 @@ const TOKEN = document.querySelector('meta[name="console-token"]').content;
 const $ = (sel) => document.querySelector(sel);
 let selected = null;
 let pending = null;
+let loaded = false; // the first data has arrived: until then the page says "loading", never "none"
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -135,14 +136,35 @@ function render(all) {
   svc.className = `badge ${all.health.service === "running" ? "ok" : "bad"}`;
 }
 
+function settle(error) {
+  // the page's state until the first data: "loading", or "not loaded" with why (retried at the
+  // next event of the stream); once loaded, a later failure only shows the banner
+  if (loaded) return;
+  if (!error) {
+    loaded = true;
+    document.body.dataset.state = "loaded";
+    $("#loading").hidden = true;
+    $("main").removeAttribute("aria-busy");
+    return;
+  }
+  document.body.dataset.state = "failed";
+  $("#loading").textContent = `not loaded yet (retrying): ${error}`;
+  $("#service").textContent = "service: not loaded";
+  for (const node of document.querySelectorAll("tr.loading td, .loading")) {
+    if (node.tagName !== "TR") node.textContent = "not loaded";
+  }
+}
+
 async function refresh() {
   try {
     const all = await getJson("/api/overview");
     if (!selected && all.workflows.length) selected = all.workflows[0].workflow_id;
     render(all);
+    settle();
     await showTimeline();
     banner("");
   } catch (err) {
+    settle(err.message);
     banner(`cannot read the robot's state: ${err.message}`);
   }
 }
