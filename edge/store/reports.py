@@ -53,6 +53,10 @@ class Reports:
         # rolled-back unit left is dropped with the next settle past STASH_MAX
         self._made: dict[int, tuple[Report, dict[str, Any]]] = {}
         self._sending: tuple[str, asyncio.Task[None]] | None = None  # workflow_id, its send
+        # workflows whose report asked the supervisor and went to the replay at start without
+        # its question: told "no answer" by the worker first (or they would wait forever)
+        self._unanswered: set[str] = set()
+        self._told: set[str] = set()
 
     def settle(self, reports: list[Report]) -> None:
         """Inside the unit of work that caused them."""
@@ -75,7 +79,14 @@ class Reports:
                 self._queue.put_nowait(made or (report, self._body(report)))
 
     def recover(self, unit: Unit) -> int:
-        """At start: what a power cut left owed goes through the replay."""
+        """At start: what a power cut left owed goes through the replay. A report among them
+        that asked the supervisor gets no answer that way: its workflow is told none came,
+        the worker's first act (sim/devicesim seeds 3 and 17)."""
+        self._unanswered |= {
+            str(owed.item.get("workflow_id"))
+            for owed in self.owed.hand_out(STASH_MAX)
+            if owed.item.get("decision_requested") is True
+        }
         return self._replay_owed(unit, "a previous run left them owed")
 
     def _replay_owed(self, unit: Unit, why: str) -> int:
@@ -89,6 +100,10 @@ class Reports:
         """The worker: `decide(workflow_id, decision)` applies a supervisor's answer, and
         `apply(kind, fn)` what the cloud's answer changes (the executor's door: held while the
         DB refuses writes)."""
+        for workflow_id in sorted(self._unanswered):
+            self._told.add(workflow_id)
+            decide(workflow_id, None)
+        self._unanswered.clear()
         while True:
             report, body = await self._queue.get()
             send = asyncio.create_task(self._send(report, body, apply, decide))
@@ -136,8 +151,8 @@ class Reports:
         if report.terminal and not self.owed.still_owed(request_id):
             # forgotten meanwhile (forget --all), or already moved to the replay (a start-up's
             # recovery moves what its own late deadlines made too): no answer will come, and a
-            # workflow waiting on one must not wait forever (sim/devicesim seed 3)
-            if report.decision_requested:
+            # workflow waiting on one must not wait forever (told once, `run`)
+            if report.decision_requested and report.workflow_id not in self._told:
                 decide(report.workflow_id, None)
             return
         try:

@@ -12,6 +12,7 @@ import sqlite3
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from a2a_common.clock import parse_iso
@@ -255,17 +256,16 @@ def user_words_not_logged(sim: Sim, _before: int) -> list[str]:
 
 @oracle("sensitive_needs_consent")
 def sensitive_needs_consent(sim: Sim, _before: int) -> list[str]:
-    """A sensitive text is in no snapshot or sync body made while its category has no consent
-    (a body is judged when first seen: a retry carries the body made before)."""
+    """A sensitive text is in no snapshot or sync body made while its category had no consent
+    (made: the instant in its ULID `request_id`, the device's clock; a retry carries the body
+    made before)."""
     out = []
     for st, path, body in sim.cloud.requests:
         if st != sim.step:
             continue
-        made = str(body.get("request_id") or body.get("batch_id") or _text(body))
-        if made in sim.model.judged:
-            continue
-        sim.model.judged.add(made)
-        if sim.consented("health"):
+        request_id = str(body.get("request_id") or "")
+        made = ulid_time(request_id) if len(request_id) == 26 else sim.clock.now()
+        if sim.consented("health", made):
             continue
         shared: Any = (
             body.get("writes")
@@ -275,8 +275,18 @@ def sensitive_needs_consent(sim: Sim, _before: int) -> list[str]:
         text = _text(shared)
         for marker in sim.model.sensitive:
             if marker in text:
-                out.append(f"sensitive {marker} in a {path} body without consent")
+                out.append(f"sensitive {marker} in a {path} body made at {made} without consent")
     return out
+
+
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+
+def ulid_time(ulid: str) -> datetime:
+    millis = 0
+    for ch in ulid[:10]:
+        millis = millis * 32 + _CROCKFORD.index(ch)
+    return datetime.fromtimestamp(millis / 1000, UTC)
 
 
 # --- memory ---------------------------------------------------------------------------------

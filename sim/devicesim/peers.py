@@ -27,7 +27,7 @@ SENSITIVE = [
     "혈압약 먹을 시간이야 {m}",
     "병원 예약 번호는 {m}",
 ]  # health words (cache/lexicon.json)
-MARKER = "표식{n}"  # a unique word the forget oracle follows
+MARKER = "표식{n}"  # a unique word the oracles follow (fixed width: none is a prefix of another)
 
 
 @dataclass
@@ -54,10 +54,10 @@ def turn(sim: Sim) -> str:
     elif pick < 0.55:
         text = rng.choice(PLAIN)
     elif pick < 0.75:
-        marker = MARKER.format(n=f"{sim.seed}x{sim.model.turn_no}")
+        marker = MARKER.format(n=f"{sim.seed}x{sim.model.turn_no:06d}")
         text = f"{rng.choice(PLAIN)} {marker}"
     elif pick < 0.85:
-        marker = MARKER.format(n=f"{sim.seed}s{sim.model.turn_no}")
+        marker = MARKER.format(n=f"{sim.seed}s{sim.model.turn_no:06d}")
         text = rng.choice(SENSITIVE).format(m=marker)
         sim.model.sensitive[marker] = sim.consented("health")
     elif pick < 0.95:

@@ -67,12 +67,12 @@ class Model:
     forgotten: dict[str, int] = field(default_factory=dict)  # marker -> wire index of the forget
     forgets: dict[str, list[str]] = field(default_factory=dict)  # request_id -> its markers
     consents: dict[str, dict[str, Any]] = field(default_factory=dict)
-    grants: dict[str, float] = field(default_factory=dict)  # scope -> until (monotonic)
+    # the grants the device said it held, from when (its wall clock): scope -> until (wall)
+    grant_log: list[tuple[datetime, dict[str, datetime | None]]] = field(default_factory=list)
     presses: dict[str, int] = field(default_factory=dict)  # event_id -> step
     pushed: dict[str, str] = field(default_factory=dict)  # workflow_id -> room
     early: set[str] = field(default_factory=set)
     reached: set[str] = field(default_factory=set)  # turn ids the device took in
-    judged: set[str] = field(default_factory=set)  # cloud request bodies the privacy oracle saw
     pressed_reached: set[str] = field(default_factory=set)  # PUI presses the device took in
 
 
@@ -162,9 +162,23 @@ class Sim:
             if isinstance(turn_id, str) and turn_id:
                 self.model.reached.add(turn_id)
 
-    def consented(self, scope_name: str) -> bool:
-        until = self.model.grants.get(f"category:{scope_name}")
-        return until is not None and until > self.clock.monotonic()
+    def consented(self, scope_name: str, at: datetime | None = None) -> bool:
+        """Whether the device held consent for a category at `at` (default: now), as its
+        `consent/result` answers said; at the very instant of a change, either side counts
+        (within one millisecond the order of a turn and a revoke is not the oracle's)."""
+        at = at or self.clock.now()
+        scope = f"category:{scope_name}"
+        before: dict[str, datetime | None] = {}
+        sides = []
+        for since, held in self.model.grant_log:
+            if since < at:
+                before = held
+            elif since == at:
+                sides.append(held)
+        return any(
+            scope in g and (g[scope] is None or g[scope] > at)  # type: ignore[operator]
+            for g in [before, *sides]
+        )
 
     def active(self) -> list[str]:
         return sorted(self.device.app.tm.active_ids())
@@ -262,15 +276,13 @@ class Sim:
             grants = sent.body.get("grants")
             if not isinstance(grants, list):
                 continue
-            now, mono = self.clock.now(), self.clock.monotonic()
-            self.model.grants = {
-                str(g["scope"]): (
-                    mono + (parse_iso(g["expires_at"]) - now).total_seconds()
-                    if g.get("expires_at")
-                    else float("inf")
-                )
+            held = {
+                str(g["scope"]): parse_iso(g["expires_at"]) if g.get("expires_at") else None
                 for g in grants
             }
+            at = sent.at or self.clock.now()
+            self.model.grant_log = [e for e in self.model.grant_log if e[0] < at]
+            self.model.grant_log.append((at, held))
 
     def _draw(self, weights: dict[str, float]) -> str:
         names = sorted(weights)

@@ -34,3 +34,30 @@ def test_a_decision_asked_by_the_recovery_is_not_waited_on_forever(tmp_path: Pat
         return str(status)
 
     assert asyncio.run(go()) == "failed"
+
+
+def test_a_decision_asked_before_a_power_cut_is_not_waited_on_forever(tmp_path: Path) -> None:
+    """The report asking it was queued (the cloud slow with an earlier one) when the power
+    went: after the start its workflow is told no answer came (sim/devicesim seed 17)."""
+    robot = Robot(tmp_path)
+    robot.push()
+    robot.clock.advance(60)
+    robot.app.tick()  # the ack timeout: its report (asking a decision) owed, never sent
+    robot.app.memory.db.close()  # a power cut before the worker sent it
+
+    async def go() -> str:
+        app = robot.open()
+        reporter = asyncio.create_task(app.run_reporter(app.door))
+        app.recover()
+        for _ in range(200):
+            await asyncio.sleep(0)
+            if "wf-1" not in app.tm.active_ids():
+                break
+        reporter.cancel()
+        status = app.memory.db.execute(
+            "SELECT status FROM workflows WHERE workflow_id = 'wf-1'"
+        ).fetchone()[0]
+        await app.close()
+        return str(status)
+
+    assert asyncio.run(go()) == "failed"
