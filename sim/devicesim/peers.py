@@ -237,7 +237,7 @@ def early_callbacks(sim: Sim) -> str | None:
     task_id, cap = sim.rng.choice(queued)
     for seq in range(1, 4):
         body = {"task_id": task_id, "seq": seq, "status": "RUNNING"}
-        sim.send(f"task/callback/{cap}", body)
+        sim.send(sim.callback_topic(cap), body)
     sim.model.early.add(task_id)
     return f"early callbacks for {task_id}"
 
@@ -249,7 +249,7 @@ def wrong_capability(sim: Sim) -> str | None:
         return None
     task_id, cap = sim.rng.choice(running)
     other = "speaker" if cap != "speaker" else "display"
-    sim.send(f"task/callback/{other}", {"task_id": task_id, "seq": 90, "status": "CANCELLED"})
+    sim.send(sim.callback_topic(other), {"task_id": task_id, "seq": 90, "status": "CANCELLED"})
     return f"wrong-capability CANCELLED for {task_id} on {other}"
 
 
@@ -288,7 +288,7 @@ class Agents:
 
     def _later(self, delay: float, cap: str, body: dict[str, Any], note: str) -> None:
         due = self.sim.clock.monotonic() + delay
-        self.pending.append(Scheduled(due, f"task/callback/{cap}", _dump(body), note))
+        self.pending.append(Scheduled(due, self.sim.callback_topic(cap), _dump(body), note))
 
     def hear(self) -> None:
         sim, rng = self.sim, self.sim.rng

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from a2a_common.clock import ManualClock, parse_iso
+from edge.channel.mqtt import Inbound
 from edge.config.settings import Settings
 from sim.devicesim.cloud import SimCloud
 from sim.devicesim.device import Boot, boot
@@ -73,6 +74,10 @@ class Model:
     pushed: dict[str, str] = field(default_factory=dict)  # workflow_id -> room
     early: set[str] = field(default_factory=set)
     reached: set[str] = field(default_factory=set)  # turn ids the device took in
+    # task_id -> callbacks the agents sent for it: (inbound mid, when, wire index then, body)
+    callbacks: dict[str, list[tuple[int, datetime, int, dict[str, Any]]]] = field(
+        default_factory=dict
+    )
     pressed_reached: set[str] = field(default_factory=set)  # PUI presses the device took in
 
 
@@ -126,6 +131,7 @@ class Sim:
         self.config = workdir / "config.toml"
         self.config.write_text(f'device_id = "{DEVICE}"\nstate_dir = "{workdir / "state"}"\n')
         self.boot: Boot | None = None
+        self.per_capability = True  # agents answer on their own topic (set at the first boot)
 
     # --- what peers and oracles use -----------------------------------------------------------
     @property
@@ -139,16 +145,35 @@ class Sim:
     def send(self, kind: str, body: Any) -> None:
         self.send_raw(kind, json.dumps(body, ensure_ascii=False).encode("utf-8"))
 
+    def callback_topic(self, capability: str) -> str:
+        """An agent's own callback topic (SPEC 2); the shared one on a device without them
+        (a build before issue 30, where the simulator replays the seams' breaks)."""
+        return f"task/callback/{capability}" if self.per_capability else "task/callback"
+
     def send_raw(self, kind: str, payload: bytes) -> None:
         msg = self.wire.inbound(kind, payload)
         if not self.wire.up:
             self.wire.queued.append(msg)
             return
         self.wire.unacked[msg.mid] = msg
-        self._note_reached(msg.topic, payload)
+        self._note_reached(msg)
         self.device.take([msg])
 
-    def _note_reached(self, topic: str, payload: bytes) -> None:
+    def _note_callback(self, mid: int, payload: bytes) -> None:
+        """A callback as the device receives it (when, and where the wire was then)."""
+        try:
+            body = json.loads(payload)
+        except ValueError:
+            return
+        if isinstance(body, dict) and isinstance(body.get("task_id"), str):
+            taken = (mid, self.clock.now(), len(self.wire.sent), body)
+            self.model.callbacks.setdefault(body["task_id"], []).append(taken)
+
+    def _note_reached(self, msg: Inbound) -> None:
+        """What the oracles need of a message the device receives now."""
+        topic, payload = msg.topic, msg.payload
+        if self.kind(topic).startswith("task/callback"):
+            self._note_callback(msg.mid, payload)
         if self.kind(topic) == "pui/event":
             try:
                 self.model.pressed_reached.add(json.loads(payload)["event_id"])
@@ -234,6 +259,9 @@ class Sim:
 
     async def _main(self, steps: int) -> None:
         self.boot = boot(self.settings, self.clock, self.wire, self.cloud, self.config)
+        self.per_capability = (
+            self.device.runtime._router.route(f"{ROOT}/task/callback/x") is not None
+        )
         self.device.runtime.take_connection(True)
         try:
             for _ in range(steps):
@@ -370,7 +398,7 @@ class Sim:
         self.device.runtime.take_connection(session_kept)
         for msg in redelivered:
             self.wire.unacked[msg.mid] = msg
-            self._note_reached(msg.topic, msg.payload)
+            self._note_reached(msg)
         if redelivered:
             self.device.take(redelivered)
 
