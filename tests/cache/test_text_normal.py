@@ -173,3 +173,15 @@ def test_a_value_nested_past_the_gates_depth_is_refused_not_recursed_into() -> N
     with pytest.raises(ValueError, match="nested more than"):
         normal_value(deep)
     assert normal_value({"방": ["안방"]}) == {"방": ["안방"]}
+
+
+def test_invisible_marks_that_are_not_format_characters_are_removed_too() -> None:
+    """A combining grapheme joiner (U+034F), a variation selector (U+FE0F) or a Hangul filler
+    split a key as a zero-width space does: one room, one key (outside attack on issue 30)."""
+    from a2a_common.text import normal
+
+    room = "안방"
+    for variant in ("안\u034f방", "안방\ufe0f", "안\u3164방", "안방\U000e0101", "\u115f안방"):
+        assert normal(variant) == room, repr(variant)
+    assert normal("preferred_room\u034f") == "preferred_room"
+    assert normal("e\u0301") == "\u00e9"  # a combining mark that is not ignorable composes
