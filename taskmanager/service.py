@@ -300,6 +300,8 @@ class TaskManager:
             )
             if watch.task_id not in self.watches.watches and not stop:
                 self._applied(cb.task_id, cb.seq)  # SPEC 2.2: its repeat is a duplicate
+            by = dict(cb.answered_by)  # who confirmed: its trace rows say so
+            out.traces[:] = [(w, kind, {**detail, **by}) for w, kind, detail in out.traces]
             result = self._carry(out, now)
         if watch.task_id not in self.watches.watches:
             return self._release(watch.resource, watch.task_id, result)

@@ -291,6 +291,8 @@ def test_a_team_adds_a_capability_beside_sim_devices_and_the_pui_cancels_it(
         assert "FAILED" not in [b["status"] for b in callbacks]
         trace = bash(blocks["trace"], work, env).stdout
         assert 'via="task/callback/arm" agent="arm-agent"' in trace
+        [confirmed] = [line for line in trace.splitlines() if "cancel_confirmed" in line]
+        assert 'agent="arm-agent"' in confirmed  # who confirmed the stop
         assert "sim-devices" not in trace and "unsupported_operation" not in trace
         # the simulator still serves the rest of the robot, and says so in the trace
         probe.publish(
