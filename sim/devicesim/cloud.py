@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +32,7 @@ class SimCloud:
     step: int = 0
     held: list[asyncio.Event] = field(default_factory=list)
     hostile_pick: int = 0
+    rng: random.Random = field(default_factory=lambda: random.Random(0))
 
     def transport(self) -> httpx.MockTransport:
         return httpx.MockTransport(self.handle)
@@ -55,7 +58,7 @@ class SimCloud:
             return httpx.Response(200, content=raw, headers={"content-type": "application/json"})
         device = str(body.get("device_id", ""))
         if path == "/v1/a2a/turn":
-            return httpx.Response(200, json=plan_turn(self.state, body))
+            return httpx.Response(200, json=self._odd_text(plan_turn(self.state, body)))
         if path == "/v1/a2a/memory/sync":
             if self.conflicts > 0:
                 self.conflicts -= 1
@@ -65,6 +68,19 @@ class SimCloud:
         if path == "/v1/a2a/workflow/events":
             return httpx.Response(200, json={"decision": supervise(self.state, body)})
         return httpx.Response(404, json={"error": "not_found"})
+
+    def _odd_text(self, answer: dict[str, Any]) -> dict[str, Any]:
+        """A cloud that writes Korean decomposed (NFD) some days, or with a zero-width space in
+        a key (issue 30 item 7): the device keeps one form."""
+        update = answer.get("memory_update") or {}
+        for cand in (update.get("write_candidates") or {}).get("profile_candidates") or []:
+            pick = self.rng.random()
+            if pick < 0.3 and isinstance(cand.get("value"), str):
+                cand["value"] = unicodedata.normalize("NFD", cand["value"])
+            elif pick < 0.4 and isinstance(cand.get("key"), str):
+                key = cand["key"]
+                cand["key"] = key[:3] + "\u200b" + key[3:]
+        return answer
 
     def bodies(self, path_suffix: str, since: int = 0) -> list[Any]:
         return [b for _s, p, b in self.requests[since:] if p.endswith(path_suffix)]

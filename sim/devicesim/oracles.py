@@ -347,10 +347,16 @@ def texts_are_nfc(sim: Sim, _before: int) -> list[str]:
     """Keys and values are NFC wherever they came from (issue 30 item 7: one room, three keys)."""
     rows = sim.rows("SELECT key, value FROM profile_items")
     return [
-        f"profile item {key!r} = {value!r} is not NFC"
+        f"profile item {key!r} = {value!r} is not NFC or holds a format character"
         for key, value in rows
-        if not all(unicodedata.is_normalized("NFC", str(t)) for t in (key, value))
+        if not all(_clean(str(t)) for t in (key, value))
     ]
+
+
+def _clean(text: str) -> bool:
+    return unicodedata.is_normalized("NFC", text) and not any(
+        unicodedata.category(c) == "Cf" for c in text
+    )
 
 
 @oracle("snapshot_within_budget")

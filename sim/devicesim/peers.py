@@ -243,8 +243,10 @@ def early_callbacks(sim: Sim) -> str | None:
 
 
 def wrong_capability(sim: Sim) -> str | None:
-    """Another agent says a cancelled task is CANCELLED (issue 30 item 2)."""
-    running = sim.running_tasks()
+    """Another agent says a task is CANCELLED: one whose cancel waits for its confirmation when
+    there is one (issue 30 item 2: it must not stand for the agent's own), else a running one."""
+    watching = sim.cancels_watched()
+    running = watching if watching and sim.rng.random() < 0.7 else sim.running_tasks()
     if not running:
         return None
     task_id, cap = sim.rng.choice(running)

@@ -106,7 +106,7 @@ class Sim:
         self.workdir = workdir
         self.clock = ManualClock(T0)
         self.wire = SimWire(ROOT, self.clock)
-        self.cloud = SimCloud()
+        self.cloud = SimCloud(rng=random.Random(f"cloud-{seed}"))
         self.model = Model()
         self.agents = Agents(self)
         self.step = 0
@@ -230,6 +230,11 @@ class Sim:
             for step in board.workflows[wf_id].steps
             if step.status in statuses and step.kind == "task"
         ]
+
+    def cancels_watched(self) -> list[tuple[str, str]]:
+        """Cancelled tasks whose agent has not confirmed yet: (task_id, capability)."""
+        watches = self.device.app.tm.watches.watches
+        return [(t, w.capability_id) for t, w in sorted(watches.items()) if w.phase != "escalated"]
 
     def queued_tasks(self) -> list[tuple[str, str]]:
         return self._tasks(("QUEUED",))
