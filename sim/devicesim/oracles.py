@@ -122,6 +122,8 @@ def no_command_past_deadline(sim: Sim, before: int) -> list[str]:
     for sent in sim.wire.sent[before:]:
         if "/task/command/" not in sent.topic or sent.at is None:
             continue
+        if sent.body.get("safe_stop") is True:
+            continue  # a stop never expires (SPEC 4.2): it goes whatever its deadline
         now = sent.at
         deadline = sent.body.get("deadline")
         if isinstance(deadline, str) and parse_iso(deadline) < now:

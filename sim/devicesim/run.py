@@ -132,6 +132,7 @@ class Sim:
         self.config.write_text(f'device_id = "{DEVICE}"\nstate_dir = "{workdir / "state"}"\n')
         self.boot: Boot | None = None
         self.per_capability = True  # agents answer on their own topic (set at the first boot)
+        self._grants_seen = 0  # wire index up to which consent answers were read
 
     # --- what peers and oracles use -----------------------------------------------------------
     @property
@@ -298,14 +299,16 @@ class Sim:
             self.inputs[name] += 1
             self._log(said)
         await self._agents_act()
-        self._note_grants(before)
+        self._note_grants()
         self._log(f"out {_digest(self.wire.sent[before:], self.kind)}")
         violations = check_step(self, before)
         self._fail(violations)
 
-    def _note_grants(self, before: int) -> None:
-        """The consent the device says it holds (every `consent/result` lists them all)."""
-        for sent in self.wire.topics("consent/result", before):
+    def _note_grants(self) -> None:
+        """The consent the device says it holds (every `consent/result` lists them all), from
+        every answer since the last look (a quiet spell's too)."""
+        since, self._grants_seen = self._grants_seen, len(self.wire.sent)
+        for sent in self.wire.topics("consent/result", since):
             grants = sent.body.get("grants")
             if not isinstance(grants, list):
                 continue
@@ -431,6 +434,7 @@ class Sim:
             self.clock.advance(3.0)
             await self._agents_act()
             await settle()
+            self._note_grants()
             app = self.device.app
             due = app.next_due()
             soon = due is not None and (due - self.clock.now()).total_seconds() < 30
