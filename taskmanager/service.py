@@ -247,6 +247,13 @@ class TaskManager:
         )
         return self._accept(checked, raw, source, turn)
 
+    def reject(self, raw: Any, reason: str, *, source: str) -> Result:
+        """A request recorded `rejected` with `reason` without being validated, nothing
+        dispatched (SPEC 2.4: a PUI cancel-all pressed after it arrived); its id stays free."""
+        wf_id = raw.get("workflow_id") if isinstance(raw, dict) else None
+        checked = Rejected(reason, wf_id if isinstance(wf_id, str) else None)
+        return self._accept(checked, raw, source, None)
+
     def submit_task(
         self,
         raw: Any,

@@ -95,6 +95,9 @@ class DeviceApp:
         self.wire: Wire | None = None
         # dedupe key -> the answer a held press got at once (edge/runtime/safety.py)
         self.early_answers: dict[str, dict[str, Any]] = {}
+        # (topic, received_at) of a workflow request held before a PUI press -> its event_id:
+        # recorded rejected when applied, never started (edge/runtime/safety.py, SPEC 2.4)
+        self.covered_requests: dict[tuple[str, float], str] = {}
         self._closed = False
         self.take_turn = turns.take_turn
         self.close_turn = turns.close_turn
@@ -378,8 +381,22 @@ class DeviceApp:
         )
 
     def take_workflow(self, msg: WorkflowRequestMsg, arrival: Arrival) -> None:
+        press = self.covered_requests.get((arrival.topic, arrival.received_at))
         with self.unit() as result:
-            result.merge(self.tm.submit(msg.model_dump(mode="json"), source="push"))
+            raw = msg.model_dump(mode="json")
+            if press is not None and not self.tm.store.accepted(msg.workflow_id):
+                result.merge(self.tm.reject(raw, "cancelled_by_pui", source="push"))
+                self.after_commit(
+                    partial(
+                        log.warning,
+                        "workflow %s rejected: PUI cancel %s was pressed after it arrived",
+                        msg.workflow_id,
+                        press,
+                    )
+                )
+            else:
+                result.merge(self.tm.submit(raw, source="push"))
+        self.covered_requests.pop((arrival.topic, arrival.received_at), None)
         if any(ignored.reason == "duplicate" for ignored in result.ignored):
             refusal = Refusal("duplicate_workflow_id", f"{msg.workflow_id} was accepted before")
             self.refuse(arrival.topic, refusal, ref={"workflow_id": msg.workflow_id})

@@ -116,6 +116,8 @@ class Intake:
                 continue
             taken.append(msg)
             urgent = self._lane is not None and self._lane.urgent(msg)
+            if urgent and not msg.held:
+                self._cover(msg)  # held requests before a press never start (SPEC 2.4)
             behind = self._urgent or (not urgent and self._held)  # cancels go first
             if behind or not self._take(msg):
                 self._hold(msg)
@@ -177,8 +179,16 @@ class Intake:
         else:
             self._hold(msg)
 
+    def _cover(self, press: Inbound) -> None:
+        """The workflow requests held before this press are covered by it (edge/runtime/
+        safety.py): each is applied as one the press cancelled, never started."""
+        if self._lane is not None:
+            self._app.covered_requests.update(self._lane.covers(press, self._held))
+
     def _hold(self, msg: Inbound) -> None:
         if self._lane is not None and self._lane.urgent(msg):
+            if not msg.held:
+                self._cover(msg)  # a group commit refused: its earlier requests held again
             self._lane.held(msg)  # acts at once from memory (once per message)
             self._urgent.append(msg if msg.held else msg.as_held())
             return

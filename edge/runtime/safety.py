@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
@@ -68,6 +68,25 @@ class SafetyLane:
         return kind == "pui/event" or (
             kind == "admin/request" and b'"workflow.cancel"' in msg.payload
         )
+
+    def covers(self, msg: Inbound, held: Iterable[Inbound]) -> dict[tuple[str, float], str]:
+        """A PUI press covers every workflow request that came before it and waits held (the DB
+        refused it): cancel-all every one, a named press the one of that id. Such a request is
+        never applied as one: it is recorded rejected (`cancelled_by_pui`, docs/design.md).
+        (topic, received_at) of each covered request -> the press's event_id."""
+        if self._topics.kind_of(msg.topic) != "pui/event":
+            return {}
+        press = parse(PuiEventMsg, msg.payload, MAX_BYTES)
+        if not isinstance(press, PuiEventMsg):
+            return {}
+        covered = {}
+        for request in held:
+            if self._topics.kind_of(request.topic) != "workflow/request":
+                continue
+            workflow_id = _field(request.payload, "workflow_id")
+            if press.workflow_id is None or press.workflow_id == workflow_id:
+                covered[(request.topic, request.received_at)] = press.event_id
+        return covered
 
     def held(self, msg: Inbound) -> None:
         """A message the DB could not take: act on it when it is a cancel, look at it when it is
@@ -223,11 +242,16 @@ class SafetyLane:
         return self._send(topic, jsonx.dumps(body).encode("utf-8"))
 
 
-def turn_id_of(payload: bytes) -> str | None:
-    """The `turn_id` of a turn request, when it can be read."""
+def _field(payload: bytes, name: str) -> str | None:
+    """A string field of a JSON object payload, when it can be read."""
     try:
         body = json.loads(payload)
     except ValueError:
         return None
-    turn_id = body.get("turn_id") if isinstance(body, dict) else None
-    return turn_id if isinstance(turn_id, str) and 0 < len(turn_id) <= 128 else None
+    value = body.get(name) if isinstance(body, dict) else None
+    return value if isinstance(value, str) and 0 < len(value) <= 128 else None
+
+
+def turn_id_of(payload: bytes) -> str | None:
+    """The `turn_id` of a turn request, when it can be read."""
+    return _field(payload, "turn_id")
