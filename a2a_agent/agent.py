@@ -34,6 +34,7 @@ from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
+from a2a_agent.presence import Presence, new_boot_id
 from a2a_agent.session import Subscriptions
 from a2a_agent.task import STOPPING, Refusal, Task
 
@@ -100,9 +101,16 @@ class DeviceAgent:
         on_connect: ConnectHook | None = None,
         clock: Callable[[], datetime] = _utcnow,
         name: str | None = None,
+        presence: Iterable[str] | None = None,
     ) -> None:
         self.root = root.rstrip("/")
         self.name = name or client_id
+        # SPEC 4.8: the capabilities whose retained status this agent keeps (None: those it
+        # handles, named at start(); `"*"` names none); a new boot id per process start
+        self._presence_caps = None if presence is None else list(presence)
+        self._presence_args = (client_id, host, port, keepalive_s, protocol, tls, auth)
+        self.boot_id = new_boot_id()
+        self._presence: Presence | None = None
         self._host, self._port, self._keepalive = host, port, keepalive_s
         self._session_expiry_s = session_expiry_s
         self._auto_running, self._drop_expired = auto_running, drop_expired
@@ -200,7 +208,39 @@ class DeviceAgent:
         if not self._subs.ready.wait(timeout_s) or self._subs.refused:
             why = self._subs.refused or f"not connected and subscribed within {timeout_s}s"
             raise ConnectionError(f"device agent {self.root}: {why}")
+        self._announce()
         return self
+
+    def _announce(self) -> None:
+        """`online` on each capability's status, once the session holds the subscriptions: a
+        runtime that sees it may command at once (SPEC 4.8)."""
+        if self._presence is None:
+            with self._lock:
+                named = {capability for capability, _op in self._routes} - {ANY}
+            caps = named if self._presence_caps is None else set(self._presence_caps) - {ANY}
+            client_id, host, port, keepalive, protocol, tls, auth = self._presence_args
+            self._presence = Presence(
+                self.root,
+                caps,
+                client_id=client_id,
+                host=host,
+                port=port,
+                keepalive_s=keepalive,
+                protocol=protocol,
+                tls=tls,
+                auth=auth,
+                held=self.held_tasks,
+                clock=self._clock,
+                boot_id=self.boot_id,
+            )
+            self._presence.start()
+        self._presence.announce()
+
+    def held_tasks(self) -> list[str]:
+        """The task ids this process still works on (not ended): its `online` status lists
+        them, so a runtime that saw it go away and come back knows they are still its."""
+        with self._lock:
+            return [task_id for task_id, task in self._tasks.items() if not task.terminal]
 
     def wait_ready(self, timeout_s: float) -> bool:
         """Until connected with every subscription acknowledged (again after a reconnect
@@ -216,7 +256,9 @@ class DeviceAgent:
 
     def close(self) -> None:
         """Disconnect (the session stays for `session_expiry_s`) and stop the threads; handlers
-        still running are not waited for."""
+        still running are not waited for. Each capability's status says `offline` first."""
+        if self._presence is not None:
+            self._presence.stop()
         self._client.disconnect()
         self._client.loop_stop()
         self._events.put(None)

@@ -4,8 +4,9 @@ a predicate's surface stems from its dictionary form, and the endings a noun tak
 `surface_stems("아프다")` gives every stem a conjugated form of 아프다 starts with — 아프고,
 아프지, 아파, 아팠, 아픈, 아플, 아픔, 아픕… — so a text holding any of them (나 머리 아파, 아팠어,
 아픈데) holds the predicate. The rules are the regular ones plus the irregular classes that
-matter for how people speak of their body and mood: 하다 (우울해), ㅡ-dropping (아파, 슬퍼),
-ㅂ-irregular (어지러워, 가려워), 르-irregular (말라), ㅣ→ㅕ (저려, 다쳐), ㅗ/ㅜ→ㅘ/ㅝ.
+matter for how people speak of their body and mood: 하다 (우울해), ㅡ-dropping (아파, 슬퍼;
+spoken 아퍼), ㅂ-irregular (어지러워, 가려워; spoken 어지러버), 르-irregular (말라), ㅣ→ㅕ (저려,
+다쳐), ㅗ/ㅜ→ㅘ/ㅝ.
 """
 
 from __future__ import annotations
@@ -65,8 +66,10 @@ def _a_form(stem: str) -> list[str]:
     """The stem with the 아/어 ending joined (우울하 → 우울해, 아프 → 아파, 어지럽 → 어지러워)."""
     head, last = stem[:-1], stem[-1]
     initial, vowel, final = split(last)
-    if final == _B:  # ㅂ-irregular: 어지럽 → 어지러워 (돕/곱 → 도와: rare in what we list)
-        return [head + join(initial, vowel) + "워", head + join(initial, vowel) + "와"]
+    if final == _B:  # ㅂ-irregular: 어지럽 → 어지러워 (돕/곱 → 도와: rare in what we list),
+        # and the south-eastern (Gyeongsang) spoken form 어지러버, 메스꺼버
+        open_ = head + join(initial, vowel)
+        return [open_ + "워", open_ + "와", open_ + "버"]
     if final:
         return [stem + ("아" if _bright(stem) else "어")]
     if last == "하":
@@ -74,8 +77,9 @@ def _a_form(stem: str) -> list[str]:
     if last == "르" and head:  # 르-irregular: 마르 → 말라, 부르 → 불러
         prev = with_final(head[-1], _L)
         return [head[:-1] + prev + ("라" if _bright(head) else "러")]
-    if vowel == _EU:  # 아프 → 아파, 슬프 → 슬퍼, 크 → 커
-        return [head + join(initial, _A if head and _bright(head) else _EO)]
+    if vowel == _EU:  # 아프 → 아파, 슬프 → 슬퍼, 크 → 커; spoken, the bright ones go dark too
+        dark = head + join(initial, _EO)  # 아퍼, 아펐어 (ASR and chat spell it as it is said)
+        return [head + join(initial, _A), dark] if head and _bright(head) else [dark]
     if vowel == _I:  # 저리 → 저려, 다치 → 다쳐
         return [head + join(initial, _YEO), stem + "어"]
     if vowel == _O:

@@ -25,7 +25,9 @@ Korean is read as Korean (cache/korean.py; docs/design.md, "The classifier"), by
 And one that finds nothing: `not` (`{"term": "약속", "match": "not"}`), a near miss of the
 category — its spans (spaces inside it allowed) are masked before the category's other terms
 are looked for, so "병원놀이" is not 병원 and "암호화폐" is not 암호, while "병원놀이 하다 다쳐서
-병원 갔어" still is.
+병원 갔어" still is; and `not_regex`, a near miss given as a pattern where a family of them has
+one shape (약 before a quantity is "about": 약 10분, 약 3킬로), masked the same way in every form
+(so it sees the compact form too: a pattern's ` ?` covers the separators).
 
 The shipped lexicon is `cache/lexicon.json`; `privacy.lexicon_file` (JSON or TOML, same shape)
 adds terms to it. Matching errs towards a category: a false positive only keeps a text on the
@@ -51,7 +53,7 @@ from typing import Any
 from cache.errors import CacheError
 from cache.korean import NOUN_ENDINGS, surface_stems
 
-MATCHES = ("substring", "word", "noun", "predicate", "regex", "not")
+MATCHES = ("substring", "word", "noun", "predicate", "regex", "not", "not_regex")
 KEYED = ("substring", "predicate")  # matched as keys in the compact or glued form
 JOSA = (
     "으로써", "으로서", "에게서", "이라도", "이랑", "하고", "까지", "부터", "보다", "처럼", "에서",
@@ -61,7 +63,7 @@ JOSA = (
 MAX_TERMS = 10_000
 MAX_TERM_CHARS = 64
 MAX_PATTERN_CHARS = 300
-RULES = 3  # bump when the matching rules change: stored texts are labelled again
+RULES = 4  # bump when the matching rules change: stored texts are labelled again
 
 
 class LexiconError(CacheError, ValueError):
@@ -243,6 +245,8 @@ class _Matcher:
                     by_form["compact" if compact else "glued"].append(key)
             elif term.match == "not":
                 by_form["not"].append(r" ?".join(re.escape(c) for c in term.text if c != " "))
+            elif term.match == "not_regex":
+                by_form["not"].append(f"(?:{term.text})")
             else:
                 by_form[term.match].append(term.text)
         self.compact = self._compile(by_form["compact"])
@@ -359,8 +363,8 @@ def _term(raw: Any, where: str) -> Term:
         text, match = raw["term"], raw.get("match", "substring")
     else:
         raise LexiconError(f"{where}: a term is a string or {{term, match}}")
-    if match == "regex" and isinstance(text, str):
-        return _pattern(text, where)
+    if match in ("regex", "not_regex") and isinstance(text, str):
+        return _pattern(text, where, match)
     tokens = _TOKEN.findall(fold(text)) if isinstance(text, str) else []
     if not tokens or len(text) > MAX_TERM_CHARS:
         raise LexiconError(
@@ -374,7 +378,7 @@ def _term(raw: Any, where: str) -> Term:
     return Term(" ".join(tokens), match)
 
 
-def _pattern(text: str, where: str) -> Term:
+def _pattern(text: str, where: str, match: str = "regex") -> Term:
     if len(text) > MAX_PATTERN_CHARS:
         raise LexiconError(f"{where}: a pattern is at most {MAX_PATTERN_CHARS} characters")
     try:
@@ -383,7 +387,7 @@ def _pattern(text: str, where: str) -> Term:
         raise LexiconError(f"{where}: not a regular expression ({exc})") from None
     if compiled.search(""):
         raise LexiconError(f"{where}: a pattern that matches the empty text matches everything")
-    return Term(text, "regex")
+    return Term(text, match)
 
 
 def parse_lexicon(data: Any, source: str = "lexicon") -> Lexicon:

@@ -155,6 +155,8 @@ class DeviceAgents:
             on_inbound=self._seen,
             on_connect=lambda _session_present: self.publish_context(),
             name=AGENT_NAME,
+            # SPEC 4.8: a retained status per capability it answers for (`+` answers all)
+            presence=SIMULATED if self.capabilities == ["*"] else self.capabilities,
         )
         # it never blocks (timers and world threads do the waiting): run it on the dispatcher
         for capability in self.capabilities:

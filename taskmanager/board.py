@@ -28,6 +28,8 @@ class Board:
     queued: dict[str, list[tuple[str | None, str]]] = field(default_factory=dict)
     timed: set[str] = field(default_factory=set)
     fenced: dict[str, str] = field(default_factory=dict)
+    # SPEC 4.8: capability -> (state, boot_id) of its agent's last status; the shell keeps it
+    agents: dict[str, tuple[str, str | None]] = field(default_factory=dict)
     _owned_queues: set[str | None] = field(default_factory=set, compare=False, repr=False)
 
     def copy(self) -> Board:
@@ -40,6 +42,7 @@ class Board:
             dict(self.queued),
             set(self.timed),
             dict(self.fenced),
+            dict(self.agents),
         )
 
     def _own_queue(self, key: str | None) -> dict[tuple[str, str], int]:

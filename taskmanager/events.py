@@ -81,7 +81,23 @@ class SetMode:
     mode: str
 
 
-Event = Submit | Callback | Tick | Cancel | Decide | Redispatch | Observe | SetMode
+@dataclass(frozen=True)
+class Presence:
+    """An agent's status changed (SPEC 4.8): `offline` (its status or its will), or `online`
+    under `boot_id` holding `tasks`. `startup`: read at the runtime's start, before anything
+    left in flight was re-armed."""
+
+    capability_id: str
+    state: str  # online | offline
+    boot_id: str | None
+    tasks: frozenset[str] = frozenset()
+    startup: bool = False
+    # when this run of the runtime started: a task dispatched before it was left in flight by
+    # a restart (the robot's power, the service): lost then, it ends `agent_restarted`
+    run_started: datetime | None = None
+
+
+Event = Submit | Callback | Tick | Cancel | Decide | Redispatch | Observe | SetMode | Presence
 
 # --- effects --------------------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from a2a_common.clock import Clock
 from a2a_common.db import Database
+from taskmanager.agents import Agent, Agents
 from taskmanager.board import Board, next_deadline
 from taskmanager.catalog import Catalog
 from taskmanager.confirm import STOP_SUFFIX
@@ -36,6 +37,7 @@ from taskmanager.events import (
     Event,
     Ignored,
     Observe,
+    Presence,
     Redispatch,
     Report,
     SetMode,
@@ -108,9 +110,13 @@ class TaskManager:
         self.watches = CancelWatches(db=db, catalog=catalog, window_s=cancel_confirm_s)
         self._unsent = unsent_cancels or set
         self._reasons = ReasonWarnings()
+        self.agents = Agents(db=db)  # SPEC 4.8: each agent's last status
+        self._started = clock.now()  # this run's start: tasks dispatched before were left
 
     def reload(self) -> int:
         self.board = self.store.load_active()
+        self.agents.load()
+        self.board.agents = {c: (a.state, a.boot_id) for c, a in self.agents.live.items()}
         self.watches.load()
         # a cancel never PUBACKed (the CLI's while no service ran, or one lost to a crash) has
         # not reached the agent: its window starts again when it goes out
@@ -377,6 +383,8 @@ class TaskManager:
             return "wrong_capability"
         if step is not None and attempt is not None and attempt > step.attempt:
             return "not_dispatched"  # an attempt the runtime never sent
+        if step is not None and attempt is not None and attempt < step.epoch_attempt:
+            return "duplicate"  # the restarted agent's old boot: stale (SPEC 4.8)
         if step is not None and not step.terminal:
             return "apply" if step.kind == "task" and step.status != "QUEUED" else "not_dispatched"
         if watched is not None:
@@ -455,6 +463,49 @@ class TaskManager:
             with self._db.atomic():
                 result.merge(self._carry(self.watches.due(now, self._workflow), now))
         return result
+
+    def presence(
+        self,
+        capability_id: str,
+        state: str,
+        boot_id: str | None,
+        tasks: tuple[str, ...],
+        ts: str | None,
+    ) -> tuple[Agent, Result]:
+        """An agent's status (SPEC 4.8). Its row is kept whatever the capability; only one of
+        the catalog's acts on tasks, and only when its state or boot changed (or it is the
+        first status of this run: what a task left in flight by a restart meets)."""
+        known = capability_id in self._catalog.capabilities()
+        now = self._clock.now()
+        first = capability_id not in self.agents.seen()
+        result = Result()
+        with self._db.atomic():
+            agent, changed = self.agents.take(capability_id, state, boot_id, tasks, ts, known, now)
+            if known and changed:
+                event = Presence(
+                    capability_id, state, boot_id, frozenset(tasks), first, self._started
+                )
+                result = self._apply(event)
+        return agent, result  # the caller: `agents.commit(agent)` once its unit committed
+
+    def held_by_agents(self) -> set[str]:
+        """Capabilities with a task in flight whose agent has sent no status in this run: what
+        the start waits for, a bounded time, before it re-arms anything (SPEC 4.8)."""
+        caps = {
+            step.capability_id
+            for wf in self.board.workflows.values()
+            for step in wf.steps
+            if step.kind == "task" and step.status in ("DISPATCHED", "RUNNING")
+        }
+        return caps - self.agents.seen()
+
+    def callback_epoch(self, task_id: str) -> int:
+        """The attempt from which a resent task's callbacks count again (0: never resent to a
+        restarted agent): part of their dedupe key (SPEC 4.8)."""
+        workflow_id, _, step_id = task_id.rpartition(":")
+        wf = self.board.workflows.get(workflow_id)
+        step = wf.step(step_id) if wf else None
+        return step.epoch_attempt if step is not None else 0
 
     def observe(self, observation: Observe) -> Result:
         """A semantic observation (SPEC §4.6) into the workflows that subscribe to its kind."""

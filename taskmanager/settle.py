@@ -17,7 +17,8 @@ from taskmanager.derive import command_payload, derive_status, end_reason, repor
 from taskmanager.events import CancelTask, Command, Emit, Report, Trace
 from taskmanager.goal import criteria, settle_criteria
 from taskmanager.model import Step, Workflow, split_task_id
-from taskmanager.steps import cancel_step
+from taskmanager.presence import agent_boot, agent_offline
+from taskmanager.steps import cancel_step, end_step
 
 
 def settle(board: Board, ctx: Ctx) -> list[Workflow]:
@@ -25,9 +26,16 @@ def settle(board: Board, ctx: Ctx) -> list[Workflow]:
     for workflow_id in ctx.owned:  # orphans appear only where a step just ended
         if workflow_id in board.workflows:
             _cancel_orphans(workflow_id, ctx)
-    _fence(board, ctx)
-    _mark_ready(board, ctx)
-    _dispatch(board, ctx)
+    while True:
+        _fence(board, ctx)
+        _mark_ready(board, ctx)
+        if not _dispatch(board, ctx):
+            break
+        # a step failed at dispatch (its agent is known offline, SPEC 4.8): its dependants
+        # are cancelled and its resource's next step may start
+        for workflow_id in ctx.owned:
+            if workflow_id in board.workflows:
+                _cancel_orphans(workflow_id, ctx)
     for wf in list(ctx.touched.values()):
         settle_criteria(wf, ctx)
     return _finish(board, ctx)
@@ -91,8 +99,10 @@ def _ready_seq(entry: tuple[tuple[str, str], int]) -> int:
     return entry[1]
 
 
-def _dispatch(board: Board, ctx: Ctx) -> None:
-    """Start ready steps in FIFO order of readiness, each once its resource is free."""
+def _dispatch(board: Board, ctx: Ctx) -> bool:
+    """Start ready steps in FIFO order of readiness, each once its resource is free; True when
+    one of them failed at once (its agent is known offline, SPEC 4.8)."""
+    failed = False
     line = []
     for key, queue in board.queues.items():
         if queue and key is not None and key not in board.held and key not in board.fenced:
@@ -105,17 +115,31 @@ def _dispatch(board: Board, ctx: Ctx) -> None:
         wf = ctx.own(workflow_id)
         target = wf.step(step_id)
         assert target is not None
-        _start(wf, target, ctx)
+        failed = not _start(wf, target, ctx) or failed
         board.reindex(wf)
+    return failed
 
 
-def _start(wf: Workflow, step: Step, ctx: Ctx) -> None:
+def _start(wf: Workflow, step: Step, ctx: Ctx) -> bool:
     """Start a ready step whose resource is free: a wait begins, a task is dispatched."""
     if step.kind == "wait":
         step.status = "RUNNING"
         step.wait_until = ctx.now + timedelta(seconds=step.wait_s)
         ctx.step_event(wf, step, "RUNNING", "wait")
-        return
+        return True
+    if step.on_agent_lost != "wait" and agent_offline(ctx.board, step.capability_id):
+        step.attempt += 1  # no command goes: the agent is known offline (SPEC 4.8)
+        ctx.trace(
+            wf,
+            "presence",
+            task_id=step.task_id(wf.workflow_id),
+            capability_id=step.capability_id,
+            state="offline",
+            outcome="failed_at_dispatch",
+        )
+        end_step(wf, step, "FAILED", "agent_offline", ctx)
+        return False
+    step.boot_id = agent_boot(ctx.board, step.capability_id)
     step.status = "DISPATCHED"
     step.attempt += 1
     step.dispatched_at = ctx.now
@@ -123,6 +147,7 @@ def _start(wf: Workflow, step: Step, ctx: Ctx) -> None:
     step.deadline = ctx.now + timedelta(seconds=step.timeout_s)
     ctx.effects.append(Command(step.capability_id, command_payload(wf, step)))
     ctx.step_event(wf, step, "DISPATCHED")
+    return True
 
 
 def _finish(board: Board, ctx: Ctx) -> list[Workflow]:

@@ -29,6 +29,7 @@ from edge.app.consent_ops import ConsentOps
 from edge.app.memory_ops import MemoryOps
 from edge.app.observations import STATE_KEY as OBSERVATIONS_KEY
 from edge.app.observations import ObservationGate
+from edge.app.presence_inputs import PresenceInputs
 from edge.app.publisher import TaskPublisher
 from edge.app.refusals import Refusals
 from edge.app.turn_inputs import TurnInputs
@@ -93,6 +94,8 @@ class DeviceApp:
         self.checkpointer = checkpointer
         self.reports = reports
         self.wire: Wire | None = None
+        self.owed_at_start: list[str] = []  # commands held until the agents' statuses (4.8)
+        self.left_at_start: list[str] = []  # tasks in flight when this run started
         # dedupe key -> the answer a held press got at once (edge/runtime/safety.py)
         self.early_answers: dict[str, dict[str, Any]] = {}
         # (topic, received_at) of a workflow request held before a PUI press -> its event_id:
@@ -122,6 +125,7 @@ class DeviceApp:
         self.refuse = refusals.refuse
         self.reject_turn = refusals.reject_turn
         self.reject_pui = refusals.reject_pui
+        self.take_agent_status = PresenceInputs(self).take_agent_status  # SPEC 4.8
         admin = AdminInputs(self)
         self.take_admin = admin.take_admin
         self.take_forget = admin.take_forget
@@ -286,9 +290,12 @@ class DeviceApp:
         ]
 
     # --- start-up and the broker's session ------------------------------------------------
-    def recover(self) -> dict[str, int]:
+    def recover(self, presence_first: bool = False) -> dict[str, int]:
         """Answer turns a previous run took in but never answered, load active workflows,
-        send again commands never PUBACKed (attempt + 1), fire late deadlines."""
+        send again commands never PUBACKed (attempt + 1), fire late deadlines.
+        `presence_first` (the service's start, SPEC 4.8): the commands are taken out of the
+        outbox but sent only by `rearm()`, once the agents' retained statuses were read — a
+        command to an agent that restarted meanwhile must meet its policy, not go blindly."""
         pending = self.turns.answer_interrupted(self.settings.state_db_path.parent)
         active = self.tm.reload()
         with self.unit() as result:
@@ -296,7 +303,16 @@ class DeviceApp:
             for row_id, _payload in owed:
                 self.outbox.drop(row_id)
             task_ids = dict.fromkeys(str(p.get("task_id", "")) for _, p in owed)
-            result.merge(self.tm.redispatch(task_ids))
+            if presence_first:
+                self.owed_at_start = list(task_ids)
+                self.left_at_start = [
+                    step.task_id(wf.workflow_id)
+                    for wf in self.tm.board.workflows.values()
+                    for step in wf.steps
+                    if step.kind == "task" and step.status in ACTIVE_STEP
+                ]
+            else:
+                result.merge(self.tm.redispatch(task_ids))
         self.tick()
         return {
             "reports_kept": self.reports.recover(self.unit),
@@ -304,6 +320,18 @@ class DeviceApp:
             "active_workflows": active,
             "commands_resent": result.commands,
         }
+
+    def rearm(self, session_lost: bool) -> int:
+        """After the agents' statuses were read at start (SPEC 4.8): the commands the last run
+        owed go (those whose task a status ended do not), and every active one again when the
+        broker kept no session of ours. The number of commands sent."""
+        with self.unit() as result:
+            owed, self.owed_at_start = self.owed_at_start, []
+            result.merge(self.tm.redispatch(owed))
+            if session_lost:  # those left in flight (a new one was sent to this session)
+                left, self.left_at_start = self.left_at_start, []
+                result.merge(self.tm.redispatch(left, ACTIVE_STEP))
+        return result.commands
 
     def session_lost(self) -> None:
         """The broker has no session of ours: callbacks sent while it had none are gone. Each
@@ -329,6 +357,8 @@ class DeviceApp:
             self.refuse(arrival.topic, Refusal(*refused), ref=ref)
             return
         key = f"callback:{msg.task_id}:{msg.seq}"
+        if epoch := self.tm.callback_epoch(msg.task_id):  # re-sent to a restarted agent (4.8)
+            key += f"@{epoch}"
         if verdict == "duplicate" or self.dedupe.seen(key):
             return  # a repeat of an applied seq, or a stale one: silently a duplicate
         self.metrics.inc("a2a_callbacks_total", "task callbacks taken in", status=msg.status)

@@ -12,7 +12,7 @@ import json
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
     AwareDatetime,
@@ -103,6 +103,24 @@ class TaskCallbackMsg(_Inbound):
     @classmethod
     def _progress_float(cls, value: float | None) -> float | None:
         return None if value is None else float(value)  # a JSON number only, never "50"
+
+
+class AgentStatusMsg(_Inbound):
+    """SPEC §2, §4.8 (`P/agent/<capability_id>/status`, retained): an agent's presence. `online`
+    names its `boot_id` (new at every start of its process); `tasks` the task ids it holds."""
+
+    state: Literal["online", "offline"]
+    boot_id: StrictStr | None = Field(None, min_length=1, max_length=128)
+    tasks: list[Annotated[StrictStr, Field(min_length=3, max_length=200)]] = Field(
+        [], max_length=256
+    )
+    ts: StrictStr | None = Field(None, max_length=64)
+
+    @model_validator(mode="after")
+    def _online_has_boot(self) -> AgentStatusMsg:
+        if self.state == "online" and self.boot_id is None:
+            raise ValueError("boot_id is required when state is online")
+        return self
 
 
 class PuiEventMsg(_Inbound):
@@ -276,8 +294,23 @@ class Topics:
         head, _, capability = kind.partition("task/callback/")
         return capability if not head and capability else None
 
+    def agent_capability(self, topic: str) -> str | None:
+        """The capability an agent status topic names (`P/agent/<capability_id>/status`)."""
+        parts = (self.kind_of(topic) or "").split("/")
+        ok = len(parts) == 3 and parts[0] == "agent" and parts[2] == "status" and parts[1]
+        return parts[1] if ok else None
 
-REF_KEYS = ("turn_id", "event_id", "request_id", "task_id", "seq", "observation_id", "workflow_id")
+
+REF_KEYS = (
+    "turn_id",
+    "event_id",
+    "request_id",
+    "task_id",
+    "seq",
+    "observation_id",
+    "workflow_id",
+    "boot_id",  # an agent's status (SPEC 4.8)
+)
 
 
 def ref_of(payload: bytes, max_bytes: int) -> dict[str, Any]:

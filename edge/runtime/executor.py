@@ -61,6 +61,10 @@ DEBUG_BLOCK_S = 3.0
 REAP_AFTER_S = 2.0
 READY_WAITS_FOR_BROKER_S = 1.0  # at most, for the first subscriptions (then READY anyway)
 PREPARE_BY_S = 2.0  # the warm-up, when no broker connection came first (edge/runtime/warmup.py)
+# SPEC 4.8: at start, how long the agents' retained statuses are waited for after the SUBACK
+# (each bound; a broker sends retained messages right after the SUBACK, in milliseconds)
+PRESENCE_WAIT_S = 1.0
+PRESENCE_POLL_S = 0.02
 FAILED_TICK_RETRY_S = 1.0  # a deadline whose tick failed with a bug is tried again this late
 STORAGE_FULL = "storage_full"  # a turn's error while the disk is full (SPEC 2.4)
 
@@ -125,6 +129,10 @@ class Runtime:
         )
         self._exit_code = 0
         self._ready = False  # READY=1 sent
+        # SPEC 4.8: nothing left in flight is re-armed before the agents' retained statuses
+        self._presence_first = False
+        self._rearmed = True  # False from a start with `presence_first` until `_rearm` ran
+        self._session_lost_at_start = False
 
     # --- life cycle -------------------------------------------------------------------------
     async def run(self) -> int:
@@ -138,7 +146,7 @@ class Runtime:
         # SPEC §6: DB or WAL removed/replaced -> stop, exit 1
         app.when_state_lost(lambda reason: loop.call_soon_threadsafe(self._state_lost, reason))
         claim_device_id(self._settings, app, self._door)  # another's state: exit 2, nothing sent
-        recovered = self._recover()
+        recovered = self._recover(presence_first=True)
         self._door.run("reload", app.relabel, key="relabel")  # a new lexicon: before READY
         app.attach(self._channel)
         self._channel.start(
@@ -181,6 +189,7 @@ class Runtime:
             asyncio.create_task(self._housekeeping()),
             asyncio.create_task(watch_alarms(self._alarms, self._on_alarm)),
             asyncio.create_task(self._safety()),
+            asyncio.create_task(self._rearm()),
             *(asyncio.create_task(self._guarded(job)) for job in app.background()),
         ]
         await self._stop.wait()
@@ -212,12 +221,15 @@ class Runtime:
             else:
                 log.exception("%s ended with an error", name)
 
-    def _recover(self) -> dict[str, int]:
+    def _recover(self, presence_first: bool = False) -> dict[str, int]:
         """The start-up recovery; on a full disk (SPEC 2.4) the board is loaded all the same
-        (a press acts on it) and the recovery's writes are held like any input's."""
+        (a press acts on it) and the recovery's writes are held like any input's.
+        `presence_first`: commands owed wait for `_rearm` (the agents' statuses, SPEC 4.8)."""
         app = self._app
+        self._presence_first = presence_first
+        self._rearmed = not presence_first
         try:
-            return app.recover()
+            return app.recover(presence_first)
         except StorageUnavailable as exc:
             log.error("state DB refuses writes at start (%s): recovery held", exc)
             app.load()
@@ -237,6 +249,37 @@ class Runtime:
             self.health.status("offline"),
             retain=True,
             timeout_s=timeout_s,
+        )
+
+    async def _rearm(self) -> None:
+        """SPEC 4.8, a restart: once the broker holds our subscriptions, the retained status of
+        every agent with a task left in flight is read (each through the intake, its rules
+        applied) — or PRESENCE_WAIT_S has passed — and only then are the commands the last run
+        owed sent, and every active one again if the broker kept no session of ours."""
+        app, loop = self._app, asyncio.get_running_loop()
+        began = loop.time()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._channel.receiving.wait(), PRESENCE_WAIT_S)
+        deadline = loop.time() + PRESENCE_WAIT_S
+        while (missing := app.tm.held_by_agents()) and loop.time() < deadline:
+            await asyncio.sleep(PRESENCE_POLL_S)
+        self._rearmed = True
+        if missing:
+            log.info(
+                "no status from the agents of %s: their tasks keep their deadlines",
+                ", ".join(sorted(missing)),
+            )
+        if not self._presence_first:
+            return
+        session_lost, self._session_lost_at_start = self._session_lost_at_start, False
+        try:
+            sent = await self._door.until_done("recovery", partial(app.rearm, session_lost))
+        except Exception:  # the door logged and counted it
+            return
+        log.info(
+            "re-armed after the agents' statuses (%.2f s): %d commands sent",
+            loop.time() - began,
+            sent or 0,
         )
 
     # --- the inputs, each through the door ------------------------------------------------------
@@ -272,7 +315,9 @@ class Runtime:
         self.health.broker_up = True
         self._publish_status()
         log.info("broker connected (session %s)", "kept" if session_present else "new")
-        if not session_present:
+        if not session_present and not self._rearmed:
+            self._session_lost_at_start = True  # after the agents' statuses (SPEC 4.8)
+        elif not session_present:
             self._door.run("connection", self._app.session_lost, key="session_lost")
         self._app.flush()  # what was owed before this connection, whatever the DB says now
         self._notifier.status(self.health.line())  # `systemctl status` now, not at a tick

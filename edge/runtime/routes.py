@@ -11,6 +11,7 @@ from typing import Any, Generic
 from edge.app.device import DeviceApp
 from edge.channel.topics import (
     AdminRequestMsg,
+    AgentStatusMsg,
     Arrival,
     ConsentRequestMsg,
     DeviceContextMsg,
@@ -56,6 +57,7 @@ def route_table(app: DeviceApp) -> dict[str, Route[Any]]:
         "memory/forget": Route(ForgetMsg, app.take_forget),
         "consent/request": Route(ConsentRequestMsg, app.take_consent, app.reject_consent),
         "observation": Route(ObservationMsg, app.take_observation),
+        "agent/+/status": Route(AgentStatusMsg, app.take_agent_status),  # SPEC 4.8, retained
     }
 
 
@@ -77,4 +79,7 @@ class Router:
         head, _, last = kind.rpartition("/")
         if route is None and head and last not in ("", "+", "#"):
             route = self._table.get(f"{head}/+")
+        parts = kind.split("/")
+        if route is None and len(parts) == 3 and parts[1] not in ("", "+", "#"):
+            route = self._table.get(f"{parts[0]}/+/{parts[2]}")  # `agent/<capability>/status`
         return route

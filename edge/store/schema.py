@@ -42,4 +42,5 @@ MIGRATIONS: list[Migration] = [
     *_of("cache_0006_device_state_without_rowid"),  # 19
     *_of("sync_0003_outbox_without_rowid"),  # 20
     *reports_owed.MIGRATIONS,  # 21 edge_0008_reports_owed
+    *_of("taskmanager_0005_agents"),  # 22
 ]

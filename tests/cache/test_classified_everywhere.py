@@ -91,14 +91,14 @@ def test_a_candidate_the_classifier_labels_makes_its_source_pair_sensitive(
     assert "health" in pair_row(memory, pair_id)[0]
 
 
-SWELLING = "발목이 붓고 있어 MKW"
+SWELLING = "자고 나면 붓고 그래 MKW"  # no body part: 발목이 붓고 is shipped (a part and a symptom)
 
 
 def test_a_grown_lexicon_relabels_the_pair_its_summary_the_outbox_and_the_cap(
     memory: Memory, clock: ManualClock
 ) -> None:
     assert shipped().categories(SWELLING) == []  # 붓다 is not shipped (부어: also "pour")
-    pair_id, writes = turn(memory, SWELLING, summary="발목이 붓는다고 함 MKS")
+    pair_id, writes = turn(memory, SWELLING, summary="자고 나면 붓는다고 함 MKS")
     assert [w.kind for w in writes] == ["short_term_pair"]
     queued = [Pending(f"w{n}", w.kind, "", w.payload) for n, w in enumerate(writes)]
     sink = MemorySyncSink(memory)
