@@ -279,6 +279,9 @@ def test_on_mqtt_311_the_helper_drops_a_stale_command(
 ) -> None:
     agents = DeviceAgents(broker.port, ROOT, protocol="3.1.1")
     agents.close()
+    # an agent the runtime does not know to be offline (its status cleared): with the status
+    # `offline` the step fails `agent_offline` at once and no command goes (SPEC 4.8)
+    probe.publish(f"{ROOT}/agent/mobility/status", b"", retain=True)
     runtime_factory(mqtt={"protocol": "3.1.1"}, **CONFIRM)
     probe.publish(f"{ROOT}/workflow/request", move(timeout_s=1))
     workflow_event(probe, "wf-c", "TIMEOUT")
