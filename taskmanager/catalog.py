@@ -19,9 +19,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from taskmanager.errors import CatalogError
 
@@ -32,6 +39,7 @@ Scalar = str | bool | int | float
 
 NAME = r"^[A-Za-z0-9_\-]{1,64}$"  # a capability or operation id: one MQTT topic level
 MAX_TIMEOUT_S = 3600.0  # a step's longest timeout_s (taskmanager.validate refuses longer ones)
+MOTION_RESOURCE = "base"  # an operation holding it moves the robot (SPEC 4.1): never `resend`
 
 
 class _OperationModel(BaseModel):
@@ -42,6 +50,18 @@ class _OperationModel(BaseModel):
     cancelable: bool = True
     requires_consent: bool = False
     terminal_evidence: list[Any] = Field([], max_length=32)
+    # SPEC 4.8: what happens to a task whose agent is lost (`offline`) or restarts (new boot)
+    on_agent_lost: Literal["fail", "wait"] = "fail"
+    on_restart: Literal["fail", "resend"] = "fail"
+
+    @model_validator(mode="after")
+    def _motion_never_resent(self) -> _OperationModel:
+        if self.resource == MOTION_RESOURCE and self.on_restart == "resend":
+            raise ValueError(
+                f"on_restart: resend is never allowed for motion (resource {MOTION_RESOURCE!r}):"
+                " a move under way is never resumed blindly"
+            )
+        return self
 
     @field_validator("terminal_evidence")
     @classmethod
@@ -72,6 +92,8 @@ class Operation:
     cancelable: bool
     requires_consent: bool
     evidence: tuple[EvidenceKey, ...] = ()
+    on_agent_lost: str = "fail"  # SPEC 4.8: `fail` | `wait`
+    on_restart: str = "fail"  # SPEC 4.8: `fail` | `resend`
 
     @property
     def terminal_evidence(self) -> tuple[str, ...]:
@@ -213,6 +235,8 @@ def parse_catalog(data: object, source: str, origin: str = "shipped") -> Catalog
                 model.cancelable,
                 model.requires_consent,
                 _evidence(model.terminal_evidence),
+                model.on_agent_lost,
+                model.on_restart,
             )
     return Catalog(ops, stops, {cap: (origin, source) for cap in data})
 

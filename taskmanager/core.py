@@ -23,6 +23,7 @@ from taskmanager.events import (
     Event,
     Ignored,
     Observe,
+    Presence,
     Redispatch,
     SetMode,
     Submit,
@@ -32,6 +33,7 @@ from taskmanager.events import Emit as Emit  # tests import it from here (settle
 from taskmanager.evidence import dropped_detail
 from taskmanager.goal import check_completion, on_observe, on_set_mode
 from taskmanager.model import ACTIVE_STEP, Step, Workflow, clone, split_task_id
+from taskmanager.presence import on_presence
 from taskmanager.settle import settle
 from taskmanager.steps import cancel_step, cancel_task, end_step, fail
 
@@ -287,6 +289,8 @@ def decide(board: Board, event: Event, now: datetime) -> Outcome:
         on_observe(new, event, ctx)
     elif isinstance(event, SetMode):
         on_set_mode(new, event, ctx)
+    elif isinstance(event, Presence):
+        on_presence(new, event, ctx)
     else:
         _on_decide(new, event, ctx)
     changed = settle(new, ctx)

@@ -4,11 +4,12 @@ DB's order across packages is `edge/store/schema.py`'s."""
 from __future__ import annotations
 
 from a2a_common.sqlite import Migration
-from taskmanager import store, watch
+from taskmanager import agents, store, watch
 
 MIGRATIONS: list[Migration] = [
     *store.MIGRATIONS,  # taskmanager_0001
     *store.MIGRATIONS_2,  # taskmanager_0002
     *watch.MIGRATIONS,  # taskmanager_0003
     *store.MIGRATIONS_3,  # taskmanager_0004
+    *agents.MIGRATIONS,  # taskmanager_0005
 ]

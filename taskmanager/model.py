@@ -78,6 +78,12 @@ class Step:
     evidence: dict[str, Any] | None = None
     continued: bool = False  # a failure the supervisor chose to continue past
     effects_met: list[str] = field(default_factory=list)  # bound effects its evidence proved
+    # SPEC 4.8: the agent's boot the task was (last) dispatched under (None: no status known)
+    # and what its catalog operation says happens when that agent is lost or restarts
+    boot_id: str | None = None
+    on_agent_lost: str = "fail"
+    on_restart: str = "fail"
+    epoch_attempt: int = 0  # the attempt a restarted agent was re-sent (its seqs start again)
 
     def task_id(self, workflow_id: str) -> str:
         return f"{workflow_id}:{self.step_id}"

@@ -105,6 +105,8 @@ def _task_step(raw: _StepWire, catalog: Catalog, held: frozenset[str]) -> Step |
         ack_timeout_s=ack,
         resource=spec.resource,
         cancelable=spec.cancelable,
+        on_agent_lost=spec.on_agent_lost,
+        on_restart=spec.on_restart,
     )
 
 
