@@ -118,7 +118,9 @@ def build_app(
         topics=topics, outbox=outbox, reports=reports, after_commit=commits.after_commit
     )
     tm = _task_manager(settings, db, clock, publisher, register, memory)
-    work = Work(commits=commits, tm=tm, memory=memory, sync_outbox=sync_outbox)
+    work = Work(
+        commits=commits, tm=tm, memory=memory, sync_outbox=sync_outbox, scrub_wal=wal.truncate
+    )
     backoff_s = settings.sync.max_backoff_s if max_backoff_s is None else max_backoff_s
     replayer = _replayer(settings, db, clock, commits, memory, sync_outbox, cloud, backoff_s)
     dedupe = InboxDedupe(db=db, clock=clock)

@@ -13,11 +13,13 @@ from a2a_common.db import Database
 from a2a_common.sqlite import Migration
 from taskmanager.board import Board
 from taskmanager.model import (
+    TERMINAL_STEP,
     TERMINAL_WORKFLOW,
     Workflow,
     workflow_from_json,
     workflow_to_json,
 )
+from taskmanager.redact import fold, fragments
 
 TERMINAL_SQL = "('completed', 'failed', 'cancelled', 'rejected')"
 
@@ -93,15 +95,68 @@ def _v3(db: Database) -> None:
 MIGRATIONS_3 = [Migration("taskmanager_0004_trace_plain_ids", _v3)]
 
 
+def _without_ended_args(doc: dict[str, Any]) -> bool:
+    """A step's args are kept only until it ends (docs/design.md "A step's words live as long
+    as the step"): an ended step's are emptied in `doc`. True when any was not yet."""
+    cleared = False
+    for step in doc.get("steps", []):
+        if step.get("status") in TERMINAL_STEP and step.get("args"):
+            step["args"] = {}
+            cleared = True
+    return cleared
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [*(str(k) for k in value), *(s for v in value.values() for s in _strings(v))]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
 class WorkflowStore:
     def __init__(self, *, db: Database) -> None:
         self._db = db
+        # workflows whose words a forget reached while a step of theirs still needed them:
+        # id -> its steps ended when last written. When another of them ends (its args
+        # cleared), the WAL's older pages still hold the args: `take_scrub()` says a
+        # TRUNCATE is owed once the unit commits. Kept in memory; every workflow read back
+        # from disk counts as marked (a forget before a restart is not remembered).
+        self._marked: dict[str, frozenset[str]] = {}
+        self._scrub = False
 
     def load_active(self) -> Board:
         rows = self._db.execute(
             f"SELECT doc FROM workflows WHERE status NOT IN {TERMINAL_SQL} ORDER BY created_at"
         ).fetchall()
-        return Board.of([workflow_from_json(json.loads(doc)) for (doc,) in rows])
+        board = Board.of([workflow_from_json(json.loads(doc)) for (doc,) in rows])
+        for wf in board.workflows.values():
+            self._mark(wf.workflow_id, {s.step_id for s in wf.steps if s.terminal})
+        return board
+
+    def _mark(self, workflow_id: str, ended: set[str]) -> None:
+        self._marked[workflow_id] = self._marked.get(workflow_id, frozenset()) | ended
+
+    def take_scrub(self) -> bool:
+        """A marked workflow's step ended since the last call: the WAL is to be truncated
+        after the commit (SPEC 5.5), so no older page of its args stays in it."""
+        owed, self._scrub = self._scrub, False
+        return owed
+
+    def _stored_doc(self, wf: Workflow) -> dict[str, Any]:
+        doc = workflow_to_json(wf)
+        seen = self._marked.get(wf.workflow_id)
+        if seen is not None:
+            ended = {s.step_id for s in wf.steps if s.terminal}
+            self._scrub |= any(s.args for s in wf.steps if s.step_id in ended - seen)
+            if wf.terminal:
+                del self._marked[wf.workflow_id]
+            else:
+                self._marked[wf.workflow_id] = frozenset(ended | seen)
+        _without_ended_args(doc)
+        return doc
 
     def save(self, wf: Workflow, now: datetime) -> None:
         created = iso(wf.created_at or now)
@@ -118,7 +173,7 @@ class WorkflowStore:
                 wf.source,
                 wf.turn_id,
                 wf.cancel_reason or wf.end_reason,
-                jsonx.dumps(workflow_to_json(wf)),
+                jsonx.dumps(self._stored_doc(wf)),
                 created,
                 iso(now),
             ],
@@ -187,7 +242,62 @@ class WorkflowStore:
             f"DELETE FROM workflows WHERE status IN ({','.join('?' * len(TERMINAL_WORKFLOW))})",
             sorted(TERMINAL_WORKFLOW),
         )
+        for workflow_id, doc in self._docs(f"status NOT IN {TERMINAL_SQL}"):
+            self._forget_active(workflow_id, doc)
         return ids, traces
+
+    def _docs(self, where: str, params: list[Any] | None = None) -> list[tuple[str, Any]]:
+        rows = self._db.execute(
+            f"SELECT workflow_id, doc FROM workflows WHERE {where}", params or []
+        ).fetchall()
+        return [(str(workflow_id), json.loads(doc)) for workflow_id, doc in rows]
+
+    def _forget_active(self, workflow_id: str, doc: dict[str, Any]) -> None:
+        """An active workflow a forget reached: the args of its ended steps go now (a doc
+        written before they were cleared at the end), the rest when each step ends."""
+        if _without_ended_args(doc):
+            self._db.execute(
+                "UPDATE workflows SET doc = ? WHERE workflow_id = ?",
+                [jsonx.dumps(doc), workflow_id],
+            )
+        ended = {s["step_id"] for s in doc.get("steps", []) if s.get("status") in TERMINAL_STEP}
+        self._mark(workflow_id, ended)
+
+    def forget_words(self, turn_ids: list[str], texts: list[str]) -> tuple[list[str], int]:
+        """A forget of some turns (SPEC 5.5), inside the caller's transaction: every workflow
+        those turns asked for, or quoting a fragment of their `texts` (as redact.py finds
+        one) in what it stores, loses its trace; an ended one goes whole, an active one keeps
+        running with its ended steps' args cleared now and the rest cleared as each ends.
+        Returns the ended ids removed and how many trace rows went."""
+        patterns = [p for p in (fragments(t) for t in texts) if p is not None]
+        turns = set(turn_ids)
+        hit: dict[str, bool] = {}  # workflow id -> ended
+        for workflow_id, status, turn_id, doc in self._db.execute(
+            "SELECT workflow_id, status, turn_id, doc FROM workflows"
+        ).fetchall():
+            quoted = patterns and any(
+                p.search(fold(s)) for s in _strings(json.loads(doc)) for p in patterns
+            )
+            if turn_id in turns or quoted:
+                hit[str(workflow_id)] = status in TERMINAL_WORKFLOW
+        if not hit:
+            return [], 0
+        ids = sorted(hit)
+        marks = ",".join("?" * len(ids))
+        traces = int(
+            self._db.execute(
+                f"DELETE FROM workflow_trace WHERE workflow_id IN ({marks})", ids
+            ).rowcount
+        )
+        ended = [w for w in ids if hit[w]]
+        if ended:
+            gone = ",".join("?" * len(ended))
+            self._db.execute(f"DELETE FROM workflows WHERE workflow_id IN ({gone})", ended)
+        for workflow_id, doc in self._docs(
+            f"workflow_id IN ({marks}) AND status NOT IN {TERMINAL_SQL}", ids
+        ):
+            self._forget_active(workflow_id, doc)
+        return ended, traces
 
     def accepted(self, workflow_id: str) -> bool:
         """The workflow was accepted once (it may have ended since); a rejected one was not."""

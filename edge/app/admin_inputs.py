@@ -10,6 +10,7 @@ from functools import partial
 from typing import Any
 
 from a2a_common import jsonx
+from edge.app.forget_words import said_in
 from edge.app.parts import AdminParts
 from edge.app.repeats import EXPIRED, REUSED, answered_before, expired
 from edge.app.turn_inputs import fingerprint
@@ -96,11 +97,17 @@ class AdminInputs:
         self, scope: str, target: str | None, with_sources: bool = True
     ) -> dict[str, int]:
         turns = self.app.memory.store.turn_ids(scope, target, with_sources=with_sources)
+        said = said_in(self.app.memory.db, turns or [])  # read before the forget deletes them
         removed = self.app.memory_ops.forget(scope, target, with_sources=with_sources)
         self.app.dedupe.forget_answers(None if turns is None else [f"turn:{t}" for t in turns])
         if scope == "all":  # a dead-lettered turn holds the user's words too
             log.info("forget all: %d inbound dead letters wiped", self.app.dead_letters.wipe())
             removed["workflows"] = self.app.tm.forget_all(self._drop_reports)["workflows"]
+        elif turns:  # the workflows those turns asked for, or quoting their words
+            ended, traces = self.app.tm.store.forget_words(turns, said)
+            self._drop_reports(ended)
+            if ended or traces:
+                removed["workflows"] = len(ended)
         self.app.after_commit(self.app.checkpointer.truncate)
         return removed
 

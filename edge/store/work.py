@@ -29,9 +29,13 @@ class Work:
         tm: TaskManager,
         memory: Memory,
         sync_outbox: SyncOutbox,
+        scrub_wal: Callable[[], object] | None = None,
     ) -> None:
         self.commits = commits
         self.tm = tm
+        # a step a forget reached ended (its args cleared): the WAL's older pages of them go
+        # after the commit (SPEC 5.5; taskmanager/store.py `take_scrub`)
+        self._scrub_wal = scrub_wal
         self._memory = memory
         self._sync = sync_outbox
         self.wake = asyncio.Event()  # set after every unit's commit: the deadline timer looks
@@ -82,6 +86,8 @@ class Work:
         self.commits.after_commit(fn)
 
     def _settle(self, result: Result) -> None:
+        if self.tm.store.take_scrub() and self._scrub_wal is not None:
+            self.commits.after_commit(self._scrub_wal)
         if result.accepted:
             self._memory.store.set_state("active_workflow_id", result.accepted[-1])
         for wf in result.finished:
