@@ -1,5 +1,5 @@
-"""`python -m sim.devicesim run --seed N --steps K` (one seed, its trace's tail on a failure) and
-`python -m sim.devicesim long --seeds N --minutes M --steps K` (as many seeds as the time
+"""`python -m tests.devicesim run --seed N --steps K` (one seed, its trace's tail on a failure) and
+`python -m tests.devicesim long --seeds N --minutes M --steps K` (as many seeds as the time
 allows, then the figures: steps per second, inputs and faults drawn, every oracle's checks)."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ import sys
 import time
 from collections import Counter
 
-from sim.devicesim.run import SimFailure, run_seed
+from tests.devicesim.run import SimFailure, run_seed
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m sim.devicesim")
+    parser = argparse.ArgumentParser(prog="python -m tests.devicesim")
     sub = parser.add_subparsers(dest="command", required=True)
     one = sub.add_parser("run", help="one seed")
     one.add_argument("--seed", type=int, required=True)

@@ -19,8 +19,8 @@ from edge.config.settings import Secrets, Settings
 from edge.host.notify import Notifier
 from edge.runtime.executor import Runtime
 from edge.wiring import build_app, open_db
-from sim.devicesim.cloud import SimCloud
-from sim.devicesim.wire import SimWire
+from tests.devicesim.cloud import SimCloud
+from tests.devicesim.wire import SimWire
 
 
 @dataclass
@@ -96,7 +96,7 @@ def boot(
     )
     runtime._recover()
     runtime._door.run("reload", app.relabel, key="relabel")
-    app.attach(wire)  # type: ignore[arg-type]
+    app.attach(wire)
     started = Boot(app=app, runtime=runtime)
     started.tasks.append(asyncio.create_task(app.run_reporter(app.door)))
     return started

@@ -25,7 +25,9 @@ class VirtualLoop(asyncio.SelectorEventLoop):
 
     def ready(self) -> int:
         """Callbacks ready to run now, timers that fell due included."""
-        due = sum(1 for t in self._scheduled if t.when() <= self.time() and not t.cancelled())  # type: ignore[attr-defined]
+        scheduled: list[asyncio.TimerHandle] = self._scheduled  # type: ignore[attr-defined]
+        now = self.time()
+        due = sum(1 for t in scheduled if t.when() <= now and not t.cancelled())
         return len(self._ready) + due  # type: ignore[attr-defined]
 
 
@@ -54,12 +56,13 @@ class SeededBits:
 
 def seed_ids(seed: int) -> Any:
     """Seed the ULIDs; returns what to restore."""
-    saved = (ids.secrets, list(ids._last))
-    ids.secrets = SeededBits(random.Random(f"ids-{seed}"))  # type: ignore[assignment]
+    saved = (getattr(ids, "secrets"), list(ids._last))  # noqa: B009 (not re-exported)
+    setattr(ids, "secrets", SeededBits(random.Random(f"ids-{seed}")))  # noqa: B010
     ids._last[:] = [0, 0]
     return saved
 
 
 def restore_ids(saved: Any) -> None:
-    ids.secrets, last = saved
+    bits, last = saved
+    setattr(ids, "secrets", bits)  # noqa: B010
     ids._last[:] = last

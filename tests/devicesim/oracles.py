@@ -18,10 +18,10 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from a2a_common.clock import parse_iso
-from cache.snapshot import canonical
+from a2a_common.jsonx import canonical
 
 if TYPE_CHECKING:
-    from sim.devicesim.run import Sim
+    from tests.devicesim.run import Sim
 
 TERMINAL_EVENTS = {"WORKFLOW_COMPLETED", "WORKFLOW_FAILED", "WORKFLOW_CANCELLED"}
 TERMINAL_STATUS = ("completed", "failed", "cancelled", "rejected")

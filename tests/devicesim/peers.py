@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from a2a_common.clock import iso
 
 if TYPE_CHECKING:
-    from sim.devicesim.run import Sim
+    from tests.devicesim.run import Sim
 
 ROOMS = ["안방", "거실", "주방", "작은방"]
 PLAIN = ["안녕", "오늘 날씨 어때?", "충전하러 가", "청정 멈춰", "멈춰", "고마워"]

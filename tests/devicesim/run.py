@@ -23,12 +23,12 @@ from typing import Any
 from a2a_common.clock import ManualClock, parse_iso
 from edge.channel.mqtt import Inbound
 from edge.config.settings import Settings
-from sim.devicesim.cloud import SimCloud
-from sim.devicesim.device import Boot, boot
-from sim.devicesim.loop import VirtualLoop, restore_ids, seed_ids, settle
-from sim.devicesim.oracles import ORACLES, Violation, check_quiet, check_step
-from sim.devicesim.peers import INPUTS, Agents
-from sim.devicesim.wire import SimWire
+from tests.devicesim.cloud import SimCloud
+from tests.devicesim.device import Boot, boot
+from tests.devicesim.loop import VirtualLoop, restore_ids, seed_ids, settle
+from tests.devicesim.oracles import ORACLES, Violation, check_quiet, check_step
+from tests.devicesim.peers import INPUTS, Agents
+from tests.devicesim.wire import SimWire
 
 DEVICE = "robot-sim"
 ROOT = f"a2a/{DEVICE}"
@@ -419,7 +419,8 @@ class Sim:
         self.storage_until = -1  # the storage fault ends with the connection that had it
         self.wire.drop()
         self.boot = boot(self.settings, self.clock, self.wire, self.cloud, self.config)
-        self._fail(ORACLES["storage_intact"].check(self, 0))
+        found = ORACLES["storage_intact"].check(self, 0)
+        self._fail([Violation("storage_intact", d) for d in found])
         self.checks["storage_intact"] += 1
         await self.reconnect(True)
 
@@ -450,7 +451,7 @@ class Sim:
             lines = "\n".join(f"  {v.oracle}: {v.detail}" for v in violations)
             raise SimFailure(
                 f"seed {self.seed} step {self.step}: oracle violated\n{lines}\n"
-                f"replay: python -m sim.devicesim run --seed {self.seed} --steps {self.step}\n"
+                f"replay: python -m tests.devicesim run --seed {self.seed} --steps {self.step}\n"
                 f"trace tail:\n{tail}"
             )
 

@@ -1,4 +1,4 @@
-"""The device simulator (sim/devicesim): a fixed set of seeds runs with no oracle violated, and
+"""The device simulator (tests/devicesim): a fixed set of seeds runs with no oracle violated, and
 a seed replays step for step (the same seed twice gives a byte-identical trace)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sim.devicesim.run import run_seed
+from tests.devicesim.run import run_seed
 
 SEEDS = [int(s) for s in os.environ.get("A2A_SIM_SEEDS", "1,2,3,4,5,6").split(",")]
 STEPS = int(os.environ.get("A2A_SIM_STEPS", "240"))

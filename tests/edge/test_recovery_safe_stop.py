@@ -1,7 +1,7 @@
 """A safe stop commanded while the broker is away waits in the outbox; a restart before it was
 sent must still send it. Before: the start-up's recovery dropped every command row never
 PUBACKed to dispatch its step again, and a safe stop is no step: it was never sent, while the
-alarm said it had been commanded (found by the device simulator, sim/devicesim seed 10 at 120
+alarm said it had been commanded (found by the device simulator, tests/devicesim seed 10 at 120
 steps)."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def test_a_safe_stop_owed_at_a_power_cut_is_sent_after_the_restart(tmp_path: Pat
     robot.callback(MOVE, 1, "RUNNING")
     press = PuiEventMsg(event_id="p-1", kind="cancel")
     robot.app.take_pui(press, robot.arrival("pui/event"))  # the cancel goes out; no answer
-    robot.app.attach(Away())  # type: ignore[arg-type]
+    robot.app.attach(Away())
     window = robot.settings.taskmanager.cancel_confirm_s
     for _ in range(2):  # sent again, then escalated: the safe stop waits in the outbox
         robot.clock.advance(window + 1)
