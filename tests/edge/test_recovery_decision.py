@@ -2,7 +2,7 @@
 recovery moves every owed report to the replay, its own too. Before: the report worker then
 skipped it (no longer owed) without answering the workflow, which waited on a decision forever
 (`running`, its resources held, every later workflow on them `accepted` for good). Found by the
-device simulator (sim/devicesim, seed 3 at 180 steps)."""
+device simulator (tests/devicesim, seed 3 at 180 steps)."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def test_a_decision_asked_by_the_recovery_is_not_waited_on_forever(tmp_path: Pat
 
 def test_a_decision_asked_before_a_power_cut_is_not_waited_on_forever(tmp_path: Path) -> None:
     """The report asking it was queued (the cloud slow with an earlier one) when the power
-    went: after the start its workflow is told no answer came (sim/devicesim seed 17)."""
+    went: after the start its workflow is told no answer came (tests/devicesim seed 17)."""
     robot = Robot(tmp_path)
     robot.push()
     robot.clock.advance(60)
