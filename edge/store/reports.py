@@ -81,7 +81,7 @@ class Reports:
     def recover(self, unit: Unit) -> int:
         """At start: what a power cut left owed goes through the replay. A report among them
         that asked the supervisor gets no answer that way: its workflow is told none came,
-        the worker's first act (sim/devicesim seeds 3 and 17)."""
+        the worker's first act (tests/devicesim seeds 3 and 17)."""
         self._unanswered |= {
             str(owed.item.get("workflow_id"))
             for owed in self.owed.hand_out(STASH_MAX)
