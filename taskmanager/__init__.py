@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from a2a_common.faces import Face, lazy_face
 
 if TYPE_CHECKING:
+    from taskmanager.agents import AgentStore as AgentStore
     from taskmanager.catalog import load_catalog as load_catalog
     from taskmanager.effects import load_effects as load_effects
     from taskmanager.errors import CatalogError as CatalogError
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ACTIVE_STEP",
+    "AgentStore",
     "MIGRATIONS",
     "Callback",
     "CallbackStatus",
@@ -79,6 +81,7 @@ __all__ = [
 # name -> (submodule, attribute)
 _FACE: Face = {
     "ACTIVE_STEP": ("taskmanager.model", "ACTIVE_STEP"),
+    "AgentStore": ("taskmanager.agents", "AgentStore"),
     "Callback": ("taskmanager.events", "Callback"),
     "CallbackStatus": ("taskmanager.model", "CallbackStatus"),
     "CancelTask": ("taskmanager.events", "CancelTask"),

@@ -100,7 +100,25 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.json:
         cli_out.emit_json(shown)
     else:
-        cli_out.fields(shown, title=_status_title(shown))
+        agents = shown.get("agents") or []
+        cli_out.fields(
+            {k: v for k, v in shown.items() if k != "agents"}, title=_status_title(shown)
+        )
+        cli_out.table(  # SPEC 4.8: every agent, as its last status said
+            ["agent", "state", "boot", "since", "tasks"],
+            [
+                [
+                    a["capability_id"] + ("" if a["known"] else " (not in the catalog)"),
+                    a["state"],
+                    a["boot_id"] or "-",
+                    a["since"],
+                    " ".join(a["tasks"]) or "-",
+                ]
+                for a in agents
+            ]
+            or [["(none has sent a status)", "", "", "", ""]],
+            title="agents",
+        )
     if args.wait_ready and not shown["ready"]:
         print(f"a2a-edge: not READY within {args.wait_ready:g} s", file=sys.stderr)
         return EXIT_NOT_RUNNING

@@ -49,6 +49,14 @@ def state_reader(
             "1 while the broker connection is up",
             {(): 1.0 if broker_up() else 0.0},
         )
+        agents = {
+            (("capability_id", a.capability_id), ("known", "1" if a.known else "0")): (
+                1.0 if a.state == "online" else 0.0
+            )
+            for a in app.tm.agents.all.values()
+        }
+        if agents:  # SPEC 4.8: each agent's last status, 1 online, 0 offline
+            yield gauge("a2a_agent_online", "1 while an agent's last status says online", agents)
         yield gauge(
             "a2a_cloud_reachable",
             "1 while the cloud is taken as reachable (0: turns are answered offline at once)",

@@ -55,6 +55,7 @@ PHASE_OF_KIND = {
     "goal": "binding",
     "plan": "binding",
     "observation": "callbacks",
+    "presence": "callbacks",  # an agent's status that ended (or kept) a step (SPEC 4.8)
     "evidence": "callbacks",
     "evidence_dropped": "callbacks",
     "decision": "decision",
@@ -178,6 +179,7 @@ def health(settings: Settings) -> dict[str, Any]:
         "db_bytes",
         "wal_bytes",
         "problems",
+        "agents",  # SPEC 4.8: every agent's last status
     )
     shown = views.status(settings)
     return {k: shown.get(k) for k in keys}

@@ -26,7 +26,7 @@ from edge.store.inbox import InboxDeadLetters
 from edge.store.outbound import DurableOutbox
 from edge.store.schema import MIGRATIONS
 from sync import SyncOutbox
-from taskmanager import WorkflowStore
+from taskmanager import AgentStore, WorkflowStore
 
 HEARTBEAT_STALE_S = 15.0  # the runtime beats every 5 s
 
@@ -112,6 +112,8 @@ def status(settings: Settings) -> dict[str, Any]:
             "sync_last_error": sync_outbox.meta("last_error"),
             "inbox_dead_letters": InboxDeadLetters(db=db, clock=SystemClock(), keep=0).count(),
             "sync": {"cursor": position.cursor, "version": position.version},
+            # SPEC 4.8: every agent's last status (state, boot, since when, tasks held)
+            "agents": [a.view() for a in AgentStore(db=db).list()],
         }
 
 

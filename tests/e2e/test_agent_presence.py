@@ -12,10 +12,15 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sim.broker import Mosquitto
+import httpx
+
+from edge.config.settings import load_settings
+from edge.views.console import health as console_health
+from sim.broker import Mosquitto, free_port
 from sim.cloud import SimCloud
 from sim.probe import MqttProbe
 from tests.conftest import ROOT, RuntimeFactory, StateRows, eventually, refusal, workflow_event
+from tests.e2e.test_cli import a2a_edge
 
 SCRIPT = Path(__file__).with_name("presence_agent.py")
 EVENTS = f"{ROOT}/workflow/event"
@@ -203,3 +208,61 @@ def test_bad_statuses_are_refused_and_an_unknown_capability_is_kept_not_acted_on
     assert agents_row(state_rows, "mobility") is None  # the refused ones changed nothing
     errors = probe.messages(f"{ROOT}/runtime/error")
     assert len([e for e in errors if e["topic"].endswith("/agent/mobility/status")]) == 3
+
+
+def test_status_the_console_and_metrics_list_the_agents(
+    broker: Mosquitto, runtime_factory: RuntimeFactory, probe: MqttProbe, state_rows: StateRows
+) -> None:
+    port = free_port()
+    runtime = runtime_factory(metrics={"enabled": True, "port": port})
+    agent = AgentProc(broker.port, "mobility")
+    agent.kill()
+    status_of(probe, "mobility", "offline", agent.boot_id)
+    probe.publish(f"{ROOT}/agent/toaster/status", {"state": "online", "boot_id": "t-1"})
+    eventually(lambda: agents_row(state_rows, "toaster") == ("online", "t-1", 0))
+    eventually(lambda: agents_row(state_rows, "mobility") == ("offline", agent.boot_id, 1))
+    config = str(runtime.config)
+    shown = json.loads(a2a_edge("status", "--json", "--config", config).stdout)
+    agents = {a["capability_id"]: a for a in shown["agents"]}
+    assert agents["mobility"]["state"] == "offline"
+    assert agents["mobility"]["boot_id"] == agent.boot_id and agents["mobility"]["since"]
+    assert agents["toaster"]["known"] is False
+    table = a2a_edge("status", "--config", config).stdout
+    assert "agents" in table and agent.boot_id in table and "(not in the catalog)" in table
+    metrics = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    assert 'a2a_agent_online{capability_id="mobility",known="1"} 0.0' in metrics
+    assert 'a2a_agent_online{capability_id="toaster",known="0"} 1.0' in metrics
+    page = console_health(load_settings(Path(config)))
+    assert {a["capability_id"] for a in page["agents"]} == {"mobility", "toaster"}
+
+
+def test_a_flood_of_status_flips_does_not_starve_presses_and_turns(
+    broker: Mosquitto, runtime_factory: RuntimeFactory, probe: MqttProbe
+) -> None:
+    """2,000 flips of an agent's status: a PUI press and a turn sent in the middle of them
+    are answered within a few seconds (their own inputs, not behind the whole flood)."""
+    runtime_factory()
+    flips = 2000
+    flooder = MqttProbe(broker.port, [], root=ROOT)
+    try:
+        for n in range(flips):
+            state = "online" if n % 2 else "offline"
+            body = json.dumps({"state": state, "boot_id": f"b-{n % 7}"}).encode()
+            flooder.client.publish(f"{ROOT}/agent/display/status", body, qos=1)
+            if n == flips // 2:
+                pressed = time.monotonic()
+                probe.publish(f"{ROOT}/pui/event", {"event_id": "pui-flood", "kind": "cancel"})
+                probe.publish(
+                    f"{ROOT}/turn/request", {"turn_id": "t-flood", "recognized_text": "안녕"}
+                )
+        result = probe.wait_for(
+            f"{ROOT}/pui/result", lambda b: b["event_id"] == "pui-flood", timeout_s=20
+        )
+        answered = time.monotonic() - pressed
+        probe.wait_for(f"{ROOT}/turn/response", lambda b: b["turn_id"] == "t-flood", 20)
+        turned = time.monotonic() - pressed
+    finally:
+        flooder.close()
+    assert result["status"] == "nothing_active"
+    print(f"press answered {answered:.2f} s, turn {turned:.2f} s into {flips} flips")
+    assert answered < 5.0 and turned < 8.0, (answered, turned)

@@ -128,7 +128,13 @@ function render(all) {
   fill($("#workflows tbody"), all.workflows.map(workflowRow));
   memoryView(all.memory);
   syncView(all.sync);
-  fields($("#health"), all.health);
+  const { agents, ...health } = all.health;
+  fields($("#health"), health);
+  fill($("#agents tbody"), (agents || []).map((a) => el("tr", { "data-agent": a.capability_id },
+    el("td", {}, a.known ? a.capability_id : `${a.capability_id} (not in the catalog)`),
+    el("td", { class: a.state === "online" ? "ok" : "bad" }, a.state),
+    el("td", { class: "mono" }, a.boot_id || "-"), el("td", {}, a.since),
+    el("td", { class: "mono" }, a.tasks.join(" ") || "-"))));
   fill($("#consent tbody"), all.consent.grants.map((g) => el("tr", {}, el("td", {}, g.scope),
     el("td", {}, g.source), el("td", {}, g.granted_at), el("td", {}, g.expires_at))));
   const svc = $("#service");
