@@ -49,7 +49,7 @@ def state_reader(
             "1 while the broker connection is up",
             {(): 1.0 if broker_up() else 0.0},
         )
-        agents = {
+        agents: dict[Labels, float] = {
             (("capability_id", a.capability_id), ("known", "1" if a.known else "0")): (
                 1.0 if a.state == "online" else 0.0
             )
