@@ -137,3 +137,64 @@ def test_a_step_that_ends_keeps_no_args_in_its_stored_workflow(
     callback(probe, "s0", 1, "COMPLETED")
     eventually(lambda: step_status(state_rows, "s0") == "COMPLETED", 15)
     assert [step for step, _ in steps_quoting(state_rows)] == ["s1"]  # s1 is still to say
+
+
+def test_a_forget_of_one_pair_reaches_the_workflows_quoting_it_and_no_other(
+    tmp_path: Path,
+    runtime_factory: RuntimeFactory,
+    cloud: SimCloud,
+    probe: MqttProbe,
+    state_rows: StateRows,
+) -> None:
+    """`forget --pair`: the workflow its turn asked for (ended) goes with its trace; one a later
+    turn asked for that quotes its words (fragment match) keeps running, its trace gone, its
+    running step's words kept until it ends; an unrelated workflow keeps everything."""
+    runtime_factory(storage={"max_wal_mb": 64})
+    state = state_dir(tmp_path)
+    cloud.script_turn(
+        route_family="ODL",
+        assistant_text="말할게요.",
+        device_workflow_requests=[{"workflow_id": "wf-done", "steps": [say("s0", [])]}],
+    )
+    assert probe.turn("t-say", UTTERANCE)["workflow_ids"] == ["wf-done"]
+    probe.wait_for(f"{ROOT}/task/command/speaker", lambda b: b.get("task_id") == "wf-done:s0")
+    probe.publish(
+        f"{ROOT}/task/callback/speaker",
+        {"task_id": "wf-done:s0", "seq": 1, "status": "COMPLETED", "evidence": {"spoken": True}},
+    )
+    workflow_event(probe, "wf-done", "WORKFLOW_COMPLETED", 15)
+    show = {"capability_id": "display", "operation_id": "show_content", "args": {"content_id": "x"}}
+    cloud.script_turn(
+        route_family="ODL",
+        assistant_text="보여줄게요.",
+        device_workflow_requests=[
+            {"workflow_id": "wf-other", "steps": [{"step_id": "s0", **show}]}
+        ],
+    )
+    assert probe.turn("t-other", "거실 화면 켜줘")["workflow_ids"] == ["wf-other"]
+    cloud.script_turn(  # the cloud remembers: a later turn's plan quotes the first one's words
+        route_family="ODL",
+        assistant_text="다시 말할게요.",
+        device_workflow_requests=[{"workflow_id": WF, "steps": [say("s0", [])]}],
+    )
+    assert probe.turn("t-later", "아까 그거 다시 말해줘")["workflow_ids"] == [WF]
+    probe.wait_for(f"{ROOT}/task/command/speaker", lambda b: b.get("task_id") == f"{WF}:s0")
+    callback(probe, "s0", 1, "RUNNING")
+    eventually(lambda: step_status(state_rows, "s0") == "RUNNING", 15)
+    [(pair_id,)] = state_rows("SELECT pair_id FROM pairs WHERE turn_id = 't-say'")
+
+    probe.publish(f"{ROOT}/memory/forget", {"request_id": "f-1", "scope": "pair", "id": pair_id})
+    answer = probe.wait_for(
+        f"{ROOT}/memory/forget/result", lambda b: b.get("request_id") == "f-1", timeout_s=15
+    )
+    assert answer["removed"]["pairs"] == 1 and answer["removed"]["workflows"] == 1
+    ids = [w for (w,) in state_rows("SELECT workflow_id FROM workflows ORDER BY workflow_id")]
+    assert ids == ["wf-other", WF]
+    traced = state_rows("SELECT DISTINCT workflow_id FROM workflow_trace ORDER BY workflow_id")
+    assert traced == [("wf-other",)]
+    assert steps_quoting(state_rows) == [("s0", "RUNNING")]
+    assert counts(state) == {"state.db": 1}, counts(state)
+
+    callback(probe, "s0", 2, "COMPLETED")
+    workflow_event(probe, WF, "WORKFLOW_COMPLETED", 15)
+    eventually(lambda: counts(state) == {}, 15)
