@@ -11,6 +11,7 @@ from edge.channel.topics import Topics
 from edge.store.outbound import DurableOutbox
 from edge.store.reports import Reports
 from taskmanager import CancelTask, Command, Message, Report
+from taskmanager.model import TERMINAL_STEP
 
 
 class TaskPublisher:
@@ -41,7 +42,15 @@ class TaskPublisher:
             topic = self._topics.task_cancel(message.capability_id)
         else:
             topic = self._topics.workflow_event
+            self._ended(message.payload)
         self._outbox.enqueue(topic, message.payload)
+
+    def _ended(self, event: dict[str, Any]) -> None:
+        """A task's end: a command of it still owed is never sent (SPEC 4.2: it would start a
+        task already TIMEOUT, CANCELLED or FAILED once the broker is back)."""
+        task_id = event.get("task_id")
+        if isinstance(task_id, str) and event.get("status") in TERMINAL_STEP:
+            self._outbox.drop_commands(task_id)
 
     def owed_cancels(self) -> set[str]:
         """Task ids of cancels still owed (never PUBACKed): their confirmation window has not

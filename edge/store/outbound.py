@@ -11,7 +11,8 @@ paho's memory (SPEC 4.2): they are handed only while a connection is up, at most
 unacknowledged at a time (refilled as PUBACKs come), so a row is handed about when it is written
 to the socket and a command's MQTT 5 expiry is computed then. When the connection changes, every
 row not PUBACKed is handed again (the channel dropped paho's copies), its expiry computed anew; a
-command past its deadline is deleted unsent, whenever it is met. A `safe_stop` row skips the
+command past its deadline is deleted unsent, whenever it is met, and a command whose task has
+ended leaves with that end, in its transaction (`drop_commands`). A `safe_stop` row skips the
 window and goes before every other waiting row.
 """
 
@@ -358,6 +359,28 @@ class DurableOutbox:
 
     def drop(self, row_id: int) -> None:
         self._db.execute("DELETE FROM mqtt_outbox WHERE id = ?", [row_id])
+
+    def drop_commands(self, task_id: str) -> int:
+        """The task ended (any terminal state, SPEC 4.2): its command rows not PUBACKed leave
+        the outbox in the caller's transaction, never sent — waiting for a connection or handed
+        on one (its PUBACK, if it comes, finds no row; a new connection hands only rows). A safe
+        stop commanded for it stays. Returns how many."""
+        if not self._expiring:
+            return 0
+        rows = self._db.execute(
+            "SELECT id, payload FROM mqtt_outbox WHERE topic >= ? AND topic < ?"
+            " AND instr(payload, ?) > 0",
+            [self._expiring, self._expiring + "\uffff", jsonx.dumps(task_id)],
+        ).fetchall()
+        void = []
+        for row_id, payload in rows:
+            body = json.loads(payload)
+            if body.get("task_id") == task_id and body.get("safe_stop") is not True:
+                void.append((row_id,))
+        if void:
+            self._db.conn.executemany("DELETE FROM mqtt_outbox WHERE id = ?", void)
+            log.info("command of %s dropped unsent: the task has ended", task_id)
+        return len(void)
 
     def in_flight(self) -> int:
         return len(self._in_flight)
