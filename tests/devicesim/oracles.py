@@ -14,7 +14,7 @@ import unicodedata
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from a2a_common.clock import parse_iso
@@ -81,17 +81,30 @@ def _text(body: Any) -> str:
 # --- turns ----------------------------------------------------------------------------------
 @oracle("turn_repeat_same_answer")
 def turn_repeat_same_answer(sim: Sim, before: int) -> list[str]:
-    """A repeat of a turn gets the answer the turn got (the same payload)."""
+    """A repeat of a turn gets the answer the turn got (the same payload), while the device
+    still remembers it: within `mqtt.dedupe_keep_days` and no forget between (a forget takes
+    the pair; a refused turn leaves no mark, so its id may come again with words taken)."""
+    keep = timedelta(days=sim.settings.mqtt.dedupe_keep_days)
+    forgets = [i for i, s in enumerate(sim.wire.sent) if s.topic.endswith("/memory/forget/result")]
     new = {s.body.get("turn_id") for s in sim.wire.topics("turn/response", before)}
     out = []
+    full = f"{sim.wire.root}/turn/response"
     for turn_id in sorted(t for t in new if isinstance(t, str)):
-        answers = {
-            _text(s.body)
-            for s in sim.wire.topics("turn/response")
-            if s.body.get("turn_id") == turn_id and s.body.get("status") != "rejected"
-        }  # a refused turn leaves no mark: its id may come again with words that are taken
-        if len(answers) > 1:
-            out.append(f"turn {turn_id} answered {len(answers)} different ways: {sorted(answers)}")
+        first: tuple[int, Any] | None = None
+        for index, sent in enumerate(sim.wire.sent):
+            if sent.topic != full or sent.body.get("turn_id") != turn_id:
+                continue
+            if sent.body.get("status") == "rejected":
+                continue
+            if first is not None:
+                at, body = sim.wire.sent[first[0]].at, first[1]
+                forgot = any(first[0] < f < index for f in forgets)
+                if forgot or (at is not None and sent.at is not None and sent.at - at > keep):
+                    first = None
+                elif _text(body) != _text(sent.body):
+                    out.append(f"turn {turn_id} answered {_text(body)} then {_text(sent.body)}")
+            if first is None:
+                first = (index, sent.body)
     return out
 
 
@@ -174,7 +187,7 @@ def timely_callback_counts(sim: Sim, before: int) -> list[str]:
                 callback.get("attempt") == command.get("attempt")
                 and at < deadline
                 and taken_at < index
-                and mid in sim.wire.acked
+                and sim.wire.acked_at.get(mid, len(sim.wire.sent)) < index
             ):
                 out.append(f"{task_id} timed out though its agent answered in time ({callback})")
                 break

@@ -35,6 +35,7 @@ class SimWire:
     sent: list[Sent] = field(default_factory=list)  # delivered to the broker, in order
     unpubacked: list[int] = field(default_factory=list)  # mids of this generation
     acked: set[int] = field(default_factory=set)  # inbound mids the device acknowledged
+    acked_at: dict[int, int] = field(default_factory=dict)  # mid -> wire index at its first ack
     mid: int = 0
     in_mid: int = 0
     queued: list[Inbound] = field(default_factory=list)  # at the broker, for the device
@@ -93,6 +94,7 @@ class SimWire:
 
     def ack(self, message: Inbound) -> None:
         self.acked.add(message.mid)
+        self.acked_at.setdefault(message.mid, len(self.sent))
         self.unacked.pop(message.mid, None)
 
     # --- the broker's side --------------------------------------------------------------------
