@@ -51,6 +51,14 @@ is owed until one succeeds, retried here (`wal_residue` in `health()`, and the S
 — never on the loop, which a reader would have stalled for the whole busy timeout. Without the
 thread (the CLI when no service runs) `truncate()` does it at once.
 
+A checkpoint that fails for want of space or on an I/O error (SQLITE_FULL, SQLITE_IOERR, …: any
+error but SQLITE_BUSY/LOCKED) is not a reader: it is tried again backing off from `FAIL_MIN_S`
+to `FAIL_MAX_S` (a full disk stays full for a while; 20 lines a second helped no one), its log
+lines are rate-limited (`RepeatLimiter`: `FAIL_LINES` a `FAIL_WINDOW_S`, the rest counted), a
+reader pin reported before is dropped (the reader may be long gone), and `problem()` names the
+failure instead (`wal_error` in the heartbeat and `a2a-edge status`) until a checkpoint succeeds
+again — said once at INFO.
+
 Each second the thread also checks that the state files are still the ones the service writes
 (`edge/host/statefiles.py`); when only the WAL was removed it copies the removed WAL's frames (the
 descriptor still reads them) into `state.db` before the service stops, so nothing acknowledged
@@ -69,6 +77,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
+from edge.host.log import RepeatLimiter
 from edge.host.statefiles import StateFiles
 
 log = logging.getLogger(__name__)
@@ -79,6 +88,8 @@ BUSY_MS = 20  # how long a RESTART/TRUNCATE here may wait (and so hold the write
 MAX_BACKOFF_S = 1.0  # retries of a RESTART/TRUNCATE that came back busy
 REPORT_AFTER_S = 1.0  # a checkpoint kept from finishing this long is a blocked one
 RESCUE_BUSY_MS = 2000  # the copy of a removed WAL before the service stops
+FAIL_MIN_S, FAIL_MAX_S = 0.5, 5.0  # retries of a checkpoint that failed (a full disk, I/O)
+FAIL_LINES, FAIL_WINDOW_S = 2, 60.0  # its WARNING lines: at most this many a window
 
 GATE_WAIT_S = 1.0  # the longest the checkpointer waits for a unit of work to end
 HOLD_S = 0.5  # the longest a unit waits for the checkpointer once the WAL is past `hold_at`
@@ -188,6 +199,12 @@ class Checkpointer:
         self._blocked_since: float | None = None
         self._reported = False
         self._rescued = False
+        # a checkpoint failing for want of space or on I/O (not a reader): its error, since when
+        self._failing: tuple[str, float] | None = None
+        self._fail_backoff_s = 0.0
+        self._fail_retry_at = 0.0
+        self._fails = 0  # checkpoints that failed in this episode
+        self._said = RepeatLimiter(log, FAIL_LINES, FAIL_WINDOW_S, time.monotonic)
         self.wal_bytes = 0
         self.runs = self.restarts = self.truncates = 0
 
@@ -258,6 +275,7 @@ class Checkpointer:
         the PASSIVE copy and the WAL passed a 1 MB bound (1.09 MB in CI). While a reader blocks
         the checkpoint, nothing is held and the poll is often enough."""
         watching = self._thread is not None and self._blocked_since is None
+        watching = watching and self._failing is None  # failing: no unit waits for a retry
         size = self._wal_size() if watching else 0
         if size > self.restart_at:
             if size > self.hold_at:
@@ -281,6 +299,7 @@ class Checkpointer:
             "wal_bytes": self.wal_bytes,
             "wal_residue": self.residue,
             "wal_blocked_s": self.blocked_s(),
+            "wal_error": self._failing[0] if self._failing else None,
         }
 
     def note(self) -> str:
@@ -294,6 +313,12 @@ class Checkpointer:
         """A reader outside the service pins the log (SPEC §6): the service is degraded. The
         text stays the same for the whole episode (a changed problem re-publishes the retained
         status); how long and how large are `wal_blocked_s` and `wal_bytes`."""
+        failing = self._failing
+        if failing is not None:
+            return (
+                f"WAL checkpoints fail ({failing[0]}): the WAL may grow past its bound"
+                f" (storage.max_wal_mb = {self.max_wal_bytes / 2**20:g}) until storage is back"
+            )
         if self.blocked_s() is None:
             return None
         return (
@@ -334,10 +359,16 @@ class Checkpointer:
                     if self.files.wal_removed:
                         self._rescue()
                     return  # the service stops; no checkpoint into files nobody will read
+            if self._failing is not None and now < self._fail_retry_at:
+                self.gate.release()  # backing off after a failure (a full disk, I/O): no unit waits
+                continue
             try:
                 self._tick(now, periodic)
             except sqlite3.Error as exc:
-                log.warning("WAL checkpoint failed (tried again in %gs): %s", self._poll_s, exc)
+                if _busy(exc):
+                    log.debug("WAL checkpoint busy (tried again in %gs): %s", self._poll_s, exc)
+                else:
+                    self._failed(exc, now)
             except Exception:  # the thread must outlive a bug in one tick
                 log.exception("WAL checkpoint failed")
             finally:
@@ -348,10 +379,12 @@ class Checkpointer:
         over = self.wal_bytes > self.restart_at
         residue = self.residue
         # copying back a WAL under `restart_at` would only write its pages twice (issue 23)
-        if not (over or residue or (periodic and self._blocked_since is not None)):
+        pinned = periodic and self._blocked_since is not None
+        if not (over or residue or pinned or self._failing is not None):
             return
         busy, frames, copied = self._checkpoint("PASSIVE")
         self.runs += 1
+        self._recovered(now)
         if busy:  # another checkpoint (a closing connection's) is running
             return
         if copied < frames:  # a reader's snapshot pins the log: RESTART could only wait
@@ -385,7 +418,9 @@ class Checkpointer:
             with self.gate.checkpointing() as free:
                 busy = self._checkpoint(mode)[0] if free else 1
         except sqlite3.Error as exc:
-            log.warning("WAL checkpoint (%s) failed: %s", mode, exc)
+            if not _busy(exc):
+                self._failed(exc, now, mode)
+                return False
             busy = 1
         if busy:
             self._backoff_s = min(MAX_BACKOFF_S, max(self._poll_s, self._backoff_s * 2))
@@ -403,6 +438,36 @@ class Checkpointer:
         self._unblocked()
         self.wal_bytes = self._wal_size()
         return True
+
+    def _failed(self, exc: sqlite3.Error, now: float, mode: Mode = "PASSIVE") -> None:
+        """A checkpoint failed for want of space or on I/O: back off, say so (rate-limited);
+        a reader pin reported before is no longer the story."""
+        if self._failing is None:
+            self._failing, self._fails = (str(exc), now), 0
+        self._fails += 1
+        self._fail_backoff_s = min(FAIL_MAX_S, max(FAIL_MIN_S, self._fail_backoff_s * 2))
+        self._fail_retry_at = now + self._fail_backoff_s
+        self._blocked_since, self._reported = None, False
+        self._said.say(
+            "WAL checkpoint failed",
+            logging.WARNING,
+            "WAL checkpoint (%s) failed (tried again in %gs): %s",
+            mode,
+            self._fail_backoff_s,
+            exc,
+        )
+
+    def _recovered(self, now: float) -> None:
+        """A checkpoint went through after failures."""
+        failing, self._failing = self._failing, None
+        self._fail_backoff_s = self._fail_retry_at = 0.0
+        if failing is not None:
+            self._said.flush()
+            log.info(
+                "WAL checkpoints work again after %.0fs failing (%d tries failed)",
+                now - failing[1],
+                self._fails,
+            )
 
     def _blocked(self, now: float) -> None:
         if self._blocked_since is None:
@@ -478,3 +543,11 @@ class Checkpointer:
             return self._wal.stat().st_size
         except FileNotFoundError:
             return 0
+
+
+def _busy(exc: sqlite3.Error) -> bool:
+    """SQLITE_BUSY/LOCKED: another connection holds what the checkpoint needs (a reader, the
+    writer); anything else (FULL, IOERR, READONLY, …) is storage failing."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    primary = code & 0xFF if isinstance(code, int) else None
+    return primary in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)

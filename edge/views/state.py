@@ -98,6 +98,7 @@ def status(settings: Settings) -> dict[str, Any]:
             ),
             "wal_residue": bool(beat.get("wal_residue", False)),  # a forget's pages, retried
             "wal_blocked_s": beat.get("wal_blocked_s"),  # a reader keeps checkpoints from it
+            "wal_error": beat.get("wal_error"),  # checkpoints fail: a full disk, an I/O error
             "device_id": settings.device_id,
             "state_db": str(settings.state_db_path),
             "schema_version": schema_version(db),
