@@ -101,6 +101,11 @@ class Forgetter:
             out.keys = self._profile.keys_reading(target or "")  # variants made before too
             if with_sources:
                 out.pairs = self._source_pairs(out.keys)
+        elif scope == "person":  # everything of one person (SPEC §5.7)
+            out.pairs = _ids(db, "SELECT pair_id FROM pairs WHERE person_id = ?", [target])
+            out.sessions = _ids(db, "SELECT session_id FROM sessions WHERE person_id = ?", [target])
+            out.items = _ids(db, "SELECT item_id FROM profile_items WHERE person_id = ?", [target])
+            self._forget_person_summaries(out, target or "")
         elif scope == "all":
             out.pairs = _ids(db, "SELECT pair_id FROM pairs")
             out.sessions = _ids(db, "SELECT session_id FROM sessions")
@@ -113,6 +118,22 @@ class Forgetter:
         if scope != "all":
             self._forget_emptied_summaries(out, touched)
         return out
+
+    def _forget_person_summaries(self, out: Forgotten, person: str) -> None:
+        """The person's daily summaries and digests; digests of others citing them lose them."""
+        gone: dict[str, list[str]] = {}
+        tables = (("daily_summaries", "summary_id"), ("weekly_digests", "digest_id"))
+        for table, id_column in tables:
+            gone[table] = _ids(
+                self._db, f"SELECT {id_column} FROM {table} WHERE person_id = ?", [person]
+            )
+            self._db.execute(f"DELETE FROM {table} WHERE person_id = ?", [person])
+            out.summary_ids += gone[table]
+            out.summaries += len(gone[table])
+        if daily := gone["daily_summaries"]:
+            more = self._strip_summaries("weekly_digests", "digest_id", "source_summary_ids", daily)
+            out.summary_ids += more
+            out.summaries += len(more)
 
     def _source_pairs(self, keys: list[str]) -> list[str]:
         """The live pairs a key's items came from: their evidence and `source_pair_ids`."""

@@ -13,7 +13,9 @@ everything its rows depend on, and is used again only while all of it still hold
   write: the next read reads again);
 - no commit by another connection (`PRAGMA data_version`: the CLI, a restore);
 - the same categories blocked and consented (the privacy policy and consent, read at every
-  snapshot: a revoked consent changes the key at once), the same row limits;
+  snapshot: a revoked consent changes the key at once), the same person (SPEC §5.7: one view
+  per person, up to `KEPT` of them, so a household of a few people talking in turns still
+  reads nothing again), the same row limits;
 - no row of it has expired: `until` is the first `expire_at` among its rows (a row that was
   left out as expired stays out as time goes on; a clock set back reads again).
 A view read inside an open transaction may hold writes that are not committed: it is used for
@@ -39,6 +41,7 @@ _WHEN = {
     ("profile_items", "DELETE"): "OLD.status = 'confirmed'",
 }
 _names = itertools.count(1)
+KEPT = 16  # views kept at once (one per person and consent state)
 
 
 @dataclass(frozen=True)
@@ -94,34 +97,37 @@ class LastingCache:
     def __init__(self, db: Database) -> None:
         self._db = db
         self._count = WriteCount(db)
-        self._kept: tuple[Key, str, Lasting] | None = None  # (key, read at, lasting)
+        self._kept: dict[Key, tuple[Key, str, Lasting]] = {}  # key -> (state, read at, lasting)
 
     def _state(self) -> Key:
         conn = self._db.conn
         if conn is not self._count.conn:  # another connection under the same wrapper
             self._count = WriteCount(self._db)
-            self._kept = None
+            self._kept = {}
         version = conn.execute("PRAGMA data_version").fetchone()[0]
         return (self._count.rows, version)
 
     def get(self, key: Key, stamp: str, read: Callable[[], Lasting]) -> Lasting:
         """The lasting view for `key` at `stamp` (ISO, as `expire_at` is compared), kept or
         `read()` again."""
-        full = (*key, *self._state())
-        kept = self._kept
+        state = self._state()
+        kept = self._kept.get(key)
         if kept is not None and self._count.installed:
-            kept_key, since, lasting = kept
+            kept_state, since, lasting = kept
             live = lasting.until is None or lasting.until > stamp
-            if kept_key == full and since <= stamp and live:
+            if kept_state == state and since <= stamp and live:
                 return lasting
         lasting = read()
         # kept only when committed, and only if nothing was written while it was read
-        quiet = not self._db.conn.in_transaction and (*key, *self._state()) == full
+        quiet = not self._db.conn.in_transaction and self._state() == state
         if quiet and self._count.install():
-            self._kept = (full, stamp, lasting)
+            self._kept.pop(key, None)
+            self._kept[key] = (state, stamp, lasting)
+            while len(self._kept) > KEPT:
+                del self._kept[next(iter(self._kept))]
         else:
-            self._kept = None
+            self._kept.pop(key, None)
         return lasting
 
     def clear(self) -> None:
-        self._kept = None
+        self._kept = {}

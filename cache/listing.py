@@ -18,11 +18,17 @@ PAIR_COLUMNS = (
     "synced",
     "expire_at",
     "user_text",
+    "person_id",
 )
 
 
-def pairs(db: Database, limit: int, session_id: str | None = None) -> list[dict[str, Any]]:
-    where, params = ("WHERE session_id = ?", [session_id]) if session_id else ("", [])
+def pairs(
+    db: Database, limit: int, session_id: str | None = None, person: str | None = None
+) -> list[dict[str, Any]]:
+    """Newest first; only `session_id`'s, only `person`'s (SPEC §5.7) when given."""
+    clauses = [(c, v) for c, v in (("session_id", session_id), ("person_id", person)) if v]
+    where = ("WHERE " + " AND ".join(f"{c} = ?" for c, _ in clauses)) if clauses else ""
+    params = [v for _, v in clauses]
     rows = db.execute(
         f"SELECT {', '.join(PAIR_COLUMNS)} FROM pairs {where}"
         " ORDER BY created_at DESC, pair_id DESC LIMIT ?",
@@ -34,14 +40,15 @@ def pairs(db: Database, limit: int, session_id: str | None = None) -> list[dict[
     return out
 
 
-def sessions(db: Database, limit: int) -> list[dict[str, Any]]:
+def sessions(db: Database, limit: int, person: str | None = None) -> list[dict[str, Any]]:
+    where, params = ("WHERE s.person_id = ?", [person]) if person else ("", [])
     rows = db.execute(
-        "SELECT s.session_id, s.started_at, s.last_turn_at, count(p.pair_id), s.summary != ''"
-        " FROM sessions s LEFT JOIN pairs p ON p.session_id = s.session_id"
+        "SELECT s.session_id, s.started_at, s.last_turn_at, count(p.pair_id), s.summary != '',"
+        f" s.person_id FROM sessions s LEFT JOIN pairs p ON p.session_id = s.session_id {where}"
         " GROUP BY s.session_id ORDER BY s.last_turn_at DESC, s.session_id DESC LIMIT ?",
-        [limit],
+        [*params, limit],
     ).fetchall()
-    names = ("session_id", "started_at", "last_turn_at", "pairs", "has_summary")
+    names = ("session_id", "started_at", "last_turn_at", "pairs", "has_summary", "person_id")
     out = [dict(zip(names, row, strict=True)) for row in rows]
     for row in out:
         row["has_summary"] = bool(row["has_summary"])

@@ -13,6 +13,7 @@ from typing import Any
 from a2a_common.clock import Clock, iso
 from a2a_common.db import Database
 from a2a_common.ids import new_id
+from a2a_common.people import HOUSEHOLD
 from a2a_common.text import normal
 from a2a_common.writes import SyncWrite
 from cache.focus import FOCUS_DAILY, focused
@@ -35,6 +36,10 @@ log = logging.getLogger(__name__)
 SYNC_REFUSED = "sync_refused"  # device_state: the last offered sync position refused, and why
 
 
+def _no_grants(_person: str) -> frozenset[str]:
+    return frozenset()
+
+
 @dataclass(frozen=True)
 class MemoryPolicy:
     snapshot_budget_bytes: int = 4096
@@ -54,12 +59,12 @@ class Memory:
         db: Database,
         clock: Clock,
         policy: MemoryPolicy,
-        consents: Callable[[], frozenset[str]] | None = None,
+        consents: Callable[[str], frozenset[str]] | None = None,
     ) -> None:
         self.db = db
-        # the categories a consent grant covers now (the device's register, SPEC 5.6), read at
-        # each snapshot beside the config's
-        self._consents = consents or frozenset
+        # the categories a consent grant of a person (or the household) covers now (the
+        # device's register, SPEC 5.6, 5.7), read at each snapshot beside the config's
+        self._consents = consents or _no_grants
         self._clock = clock
         self.policy = policy
         self.store = CacheStore(db=db)
@@ -86,38 +91,61 @@ class Memory:
         self.sweeper.set_privacy(privacy)
         self.lasting.clear()  # its key holds the policy's blocked categories; cleared anyway
 
-    def consented(self) -> frozenset[str]:
-        """The categories consent is held for: the one seam every read of consent goes
-        through (the snapshot's filter and the sync writes' screen)."""
-        return self.policy.privacy.consented | self._consents()
+    def consented(self, person: str = HOUSEHOLD) -> frozenset[str]:
+        """The categories consent is held for, for `person`'s texts: the one seam every read
+        of consent goes through (the snapshot's filter and the sync writes' screen). The
+        config's standing consent is the household's (docs/design.md, *People*): a person's
+        sensitive text goes out only under that person's own grant."""
+        held = self._consents(person)
+        return self.policy.privacy.consented | held if person == HOUSEHOLD else held
 
     # --- sessions and the turn's pair ---------------------------------------------------------
-    def session_for(self, requested: str | None, now: datetime) -> str:
-        return self._session_after(self.store.latest_session(), requested, now)
+    def session_for(self, requested: str | None, now: datetime, person: str = HOUSEHOLD) -> str:
+        return self._session_after(self.store.latest_session(person), requested, now, person)
 
     def _session_after(
-        self, latest: SessionRow | None, requested: str | None, now: datetime
+        self,
+        latest: SessionRow | None,
+        requested: str | None,
+        now: datetime,
+        person: str = HOUSEHOLD,
     ) -> str:
+        """Sessions are per person (SPEC §5.7): a requested session that is another person's
+        is not joined; the person's own current one (or a new one) is taken instead."""
+        if requested and self.store.session_person(requested) not in (None, person):
+            log.warning("turn names a session of another person: a session of its own is used")
+            requested = None
         return choose_session(
             requested, latest, now, self.policy.session_idle_s, new_id("session", self._clock)
         )
 
     def record_utterance(
-        self, *, turn_id: str, requested_session: str | None, text: str
+        self,
+        *,
+        turn_id: str,
+        requested_session: str | None,
+        text: str,
+        person: str = HOUSEHOLD,
     ) -> tuple[str, str]:
-        """Open or continue the session and record the user's words; (pair_id, session_id).
-        The words are kept as SPEC §2.4 takes them (the door did so already; idempotent)."""
+        """Open or continue the person's session and record the user's words as theirs;
+        (pair_id, session_id). The words are kept as SPEC §2.4 takes them (the door did so
+        already; idempotent)."""
         text = normal(text)
         now = self._clock.now()
         # read once: the same row picks the session and tells whether the last one just ended
-        latest = self.store.latest_session()
-        session_id = self._session_after(latest, requested_session, now)
+        latest = self.store.latest_session(person)
+        session_id = self._session_after(latest, requested_session, now, person)
         if latest is not None and latest.session_id != session_id:
             self.sweeper.end_sessions(session_id)  # `store: session` items go with their session
-        self.store.touch_session(session_id, now)
+        self.store.touch_session(session_id, now, person)
         pair_id = new_id("pair", self._clock)
         self.store.record_utterance(
-            pair_id=pair_id, turn_id=turn_id, session_id=session_id, text=text, now=now
+            pair_id=pair_id,
+            turn_id=turn_id,
+            session_id=session_id,
+            text=text,
+            now=now,
+            person=person,
         )
         self.labels.label_pair(pair_id)
         return pair_id, session_id
@@ -139,15 +167,17 @@ class Memory:
                 session_id, changes.session_summary, changes.session_summary_category
             )
         writes = self.pair_writes(pair_id)
+        person = self.store.person_of_pair(pair_id)  # the planner's candidates are its speaker's
         for cand in candidates:
             writes += self.profile.add_evidence(
-                cand, pair_id=pair_id, session_id=session_id, source="cloud"
+                cand, pair_id=pair_id, session_id=session_id, source="cloud", person=person
             )
         return writes
 
     def pair_writes(self, pair_id: str) -> list[SyncWrite]:
         """The pair's `short_term_pair` write, unless its categories keep it on the device."""
-        if self.policy.privacy.withheld(self.labels.of_pair(pair_id), self.consented()):
+        person = self.store.person_of_pair(pair_id)
+        if self.policy.privacy.withheld(self.labels.of_pair(pair_id), self.consented(person)):
             return []
         return [self.store.pair_write(pair_id)]
 
@@ -161,7 +191,8 @@ class Memory:
         self, candidates: list[CandidateIn], *, pair_id: str, session_id: str
     ) -> list[SyncWrite]:
         """The device's own evidence (e.g. a completed move → purify), tied to its turn's pair;
-        none when that pair was forgotten."""
+        none when that pair was forgotten. What the device observes is the household's (SPEC
+        §5.7), whoever asked for the workflow."""
         writes: list[SyncWrite] = []
         if candidates and not self.store.has_pair(pair_id):
             return writes
@@ -171,20 +202,26 @@ class Memory:
                 pair_id=pair_id,
                 session_id=session_id,
                 source="device",
+                person=HOUSEHOLD,
             )
         return writes
 
     # --- the snapshot -------------------------------------------------------------------------
-    def view(self, session_id: str | None, *, max_daily: int = MAX_DAILY) -> CacheView:
+    def view(
+        self, session_id: str | None, *, max_daily: int = MAX_DAILY, person: str = HOUSEHOLD
+    ) -> CacheView:
+        """What `person`'s turn may see: their tiers and the household's (SPEC §5.7)."""
         return read_view(
             self.db,
             session_id=session_id,
             now=self._clock.now(),
             recent_pairs=self.policy.recent_pairs,
-            consented=self.consented(),
+            consented=self.consented(person),
             privacy=self.policy.privacy,
             max_daily=max_daily,
             lasting=self.lasting,
+            person=person,
+            household_consented=None if person == HOUSEHOLD else self.consented(HOUSEHOLD),
         )
 
     def snapshot(
@@ -192,15 +229,17 @@ class Memory:
         session_id: str | None,
         utterance: str | None = None,
         device_context: Mapping[str, Any] | None = None,
+        person: str = HOUSEHOLD,
     ) -> Snapshot:
-        """The snapshot of SPEC §5.2. With the turn's `utterance` (and device context) it is
-        focused on what the utterance names; without one (the CLI's preview, the seed's golden
-        vector) every confirmed item ranks by relevance alone."""
+        """The snapshot of SPEC §5.2 for `person`'s turn (SPEC §5.7: their tiers and the
+        household's, never another person's). With the turn's `utterance` (and device context)
+        it is focused on what the utterance names; without one (the CLI's preview, the seed's
+        golden vector) every confirmed item ranks by relevance alone."""
         if utterance is None:
-            view = self.view(session_id)
+            view = self.view(session_id, person=person)
         else:
             view = focused(
-                self.view(session_id, max_daily=FOCUS_DAILY),
+                self.view(session_id, max_daily=FOCUS_DAILY, person=person),
                 query(utterance, device_context),
                 standing=self.policy.standing_items,
                 turn=turn_key(self.store.turn_ordinal(), int(self._clock.now().timestamp() // 60)),
@@ -208,11 +247,15 @@ class Memory:
         return build_snapshot(view, self.policy.snapshot_budget_bytes, self.policy.recent_pairs)
 
     def snapshot_for(
-        self, utterance: str, device_context: Mapping[str, Any] | None = None
+        self,
+        utterance: str,
+        device_context: Mapping[str, Any] | None = None,
+        person: str = HOUSEHOLD,
     ) -> Snapshot:
-        """The snapshot a turn with this utterance would send now, in the current session (the
-        console's typed turns and `memory snapshot --for`)."""
-        return self.snapshot(self.session_for(None, self._clock.now()), utterance, device_context)
+        """The snapshot a turn of `person` with this utterance would send now, in their current
+        session (the console's typed turns and `memory snapshot --for`)."""
+        session = self.session_for(None, self._clock.now(), person)
+        return self.snapshot(session, utterance, device_context, person)
 
     def now(self) -> datetime:
         return self._clock.now()

@@ -12,4 +12,5 @@ MIGRATIONS: list[Migration] = [
     *schema.MIGRATIONS_4,
     *schema.MIGRATIONS_5,
     *schema.MIGRATIONS_6,
+    *schema.MIGRATIONS_7,
 ]

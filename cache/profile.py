@@ -18,6 +18,7 @@ from a2a_common import jsonx
 from a2a_common.clock import Clock, iso
 from a2a_common.db import Database
 from a2a_common.ids import new_id
+from a2a_common.people import HOUSEHOLD
 from a2a_common.text import normal, normal_value
 from a2a_common.writes import SyncWrite
 from cache.labels import Labels, merge, value_texts
@@ -29,7 +30,7 @@ from cache.revision import counted, recontest, supersede, window_start
 _ITEM_COLUMNS = (
     "item_id, key, value, category, confidence, relevance_score, status, expire_at, sensitive,"
     " source_candidate_ids, source_summary_ids, source_session_ids, source_pair_ids, origin,"
-    " confirmed_at, contested_by, superseded_by, superseded_at, supersedes"
+    " confirmed_at, contested_by, superseded_by, superseded_at, supersedes, person_id"
 )
 
 
@@ -112,10 +113,12 @@ class ProfileStore:
         """The first local day of the evidence window (SPEC §5.4)."""
         return window_start(self.local_day(now), self._policy)
 
-    def item(self, key: str, value: Any) -> dict[str, Any] | None:
+    def item(self, key: str, value: Any, person: str = HOUSEHOLD) -> dict[str, Any] | None:
+        """The person's item of this key and value (items are one person's, SPEC §5.7)."""
         cursor = self._db.execute(
-            f"SELECT {_ITEM_COLUMNS} FROM profile_items WHERE key = ? AND value = ?",
-            [normal(key), value_key(value)],
+            f"SELECT {_ITEM_COLUMNS} FROM profile_items WHERE key = ? AND value = ?"
+            " AND person_id = ?",
+            [normal(key), value_key(value), person],
         )
         row = cursor.fetchone()
         if row is None:
@@ -130,12 +133,15 @@ class ProfileStore:
         rows = self._db.execute("SELECT DISTINCT key FROM profile_items").fetchall()
         return sorted(k for (k,) in rows if k == wanted or normal(k) == wanted)
 
-    def items(self, key: str | None = None) -> list[dict[str, Any]]:
-        sql = f"SELECT {_ITEM_COLUMNS} FROM profile_items"
+    def items(self, key: str | None = None, person: str | None = None) -> list[dict[str, Any]]:
+        sql = f"SELECT {_ITEM_COLUMNS} FROM profile_items WHERE 1"
         params: list[Any] = []
         if key is not None:
-            sql += " WHERE key = ?"
+            sql += " AND key = ?"
             params.append(key)
+        if person is not None:
+            sql += " AND person_id = ?"
+            params.append(person)
         cursor = self._db.execute(sql + " ORDER BY key, item_id", params)
         names = [d[0] for d in cursor.description]
         return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
@@ -154,14 +160,14 @@ class ProfileStore:
         ).fetchall()
         return [Evidence(*row) for row in rows]
 
-    def _ensure_item(self, cand: CandidateIn, now: datetime) -> dict[str, Any]:
-        found = self.item(cand.key, cand.value)
+    def _ensure_item(self, cand: CandidateIn, now: datetime, person: str) -> dict[str, Any]:
+        found = self.item(cand.key, cand.value, person)
         if found is not None:
             return found
         self._db.execute(
             "INSERT INTO profile_items (item_id, key, value, category, confidence,"
-            " relevance_score, sensitive, created_at, updated_at)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " relevance_score, sensitive, created_at, updated_at, person_id)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 new_id("profile", self._clock),
                 cand.key,
@@ -172,9 +178,10 @@ class ProfileStore:
                 int(self._privacy.is_sensitive(cand.category)),
                 iso(now),
                 iso(now),
+                person,
             ],
         )
-        created = self.item(cand.key, cand.value)
+        created = self.item(cand.key, cand.value, person)
         assert created is not None
         self.label_item(created["item_id"], cand.key, cand.value, cand.category)
         return created
@@ -198,17 +205,25 @@ class ProfileStore:
         return cats
 
     def add_evidence(
-        self, cand: CandidateIn, *, pair_id: str, session_id: str, source: str
+        self,
+        cand: CandidateIn,
+        *,
+        pair_id: str,
+        session_id: str,
+        source: str,
+        person: str = HOUSEHOLD,
     ) -> list[SyncWrite]:
-        """Count one turn's evidence; promote; return the sync writes the change owes. The cost
-        does not grow with the item's evidence: counts come from the index, the provenance
-        lists get the new ids appended (evidence only ever arrives newest last)."""
+        """Count one turn's evidence for `person`'s item (per person: two people's single
+        mentions are never one person's two, SPEC §5.7); promote; return the sync writes the
+        change owes. The cost does not grow with the item's evidence: counts come from the
+        index, the provenance lists get the new ids appended (evidence only ever arrives newest
+        last)."""
         cand = normal_candidate(cand)
         if self._privacy.never_stored(self.categories_of(cand)):
             return []  # `store: never`: not written at all
         now = self._clock.now()
-        item = self._ensure_item(cand, now)
-        added = self._record(item["item_id"], cand, pair_id, session_id, source, now)
+        item = self._ensure_item(cand, now, person)
+        added = self._record(item["item_id"], cand, pair_id, session_id, source, now, person)
         if added is None:
             return []
         first, since = self.first_day(now), fresh_since(item)
@@ -233,11 +248,11 @@ class ProfileStore:
     def recount(self, item_id: str) -> list[SyncWrite]:
         """After some of an item's evidence was forgotten: its sources and status again."""
         row = self._db.execute(
-            "SELECT key, value FROM profile_items WHERE item_id = ?", [item_id]
+            "SELECT key, value, person_id FROM profile_items WHERE item_id = ?", [item_id]
         ).fetchone()
         if row is None:
             return []
-        item = self.item(row[0], json.loads(row[1]))
+        item = self.item(row[0], json.loads(row[1]), row[2])
         assert item is not None
         evidence = self.evidence(item_id)
         status: ItemStatus = item["status"]
@@ -283,15 +298,15 @@ class ProfileStore:
                 item["item_id"],
             ],
         )
-        value = json.loads(item["value"])
+        value, person = json.loads(item["value"]), item["person_id"]
         cats = self.label_item(item["item_id"], item["key"], value, category)
-        updated = self.item(item["key"], value)
+        updated = self.item(item["key"], value, person)
         assert updated is not None
         newly = status == "confirmed" and item["status"] != "confirmed"
         if newly:
-            supersede(self._db, item["key"], item["item_id"], now)
-            updated = self.item(item["key"], value) or updated
-        recontest(self._db, item["key"], self.first_day(now), self._policy)
+            supersede(self._db, item["key"], item["item_id"], now, person)
+            updated = self.item(item["key"], value, person) or updated
+        recontest(self._db, item["key"], self.first_day(now), self._policy, person)
         if not all(self._privacy.shared(c) for c in cats):
             return []  # `share: false`: stays on the device
         days = self._db.execute(
@@ -313,6 +328,7 @@ class ProfileStore:
         session_id: str,
         source: str,
         now: datetime,
+        person: str = HOUSEHOLD,
     ) -> str | None:
         """Insert the evidence of this pair (returns its candidate id), or upgrade a mention to
         an acceptance (returns ""); None when there is nothing new."""
@@ -332,7 +348,7 @@ class ProfileStore:
         candidate_id = new_id("cand", self._clock)
         self._db.execute(
             "INSERT INTO profile_evidence (candidate_id, item_id, pair_id, session_id, day, kind,"
-            " source, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            " source, created_at, person_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 candidate_id,
                 item_id,
@@ -342,6 +358,7 @@ class ProfileStore:
                 cand.evidence_kind,
                 source,
                 iso(now),
+                person,
             ],
         )
         return candidate_id
@@ -361,8 +378,10 @@ class ProfileStore:
 
     def put_confirmed(self, fields: dict[str, Any]) -> None:
         """Take a cloud-confirmed item (sync `updates.profile_items`): it replaces the item of the
-        same key; provenance lists given by the cloud are kept as given."""
+        same key (of the person it names; none: the household's); provenance lists given by the
+        cloud are kept as given."""
         fields = fields | {"key": normal(fields["key"]), "value": normal_value(fields["value"])}
+        person = fields.get("person_id") or HOUSEHOLD
         category = self.category_of(fields["key"], fields["value"], fields.get("category"))
         cand = CandidateIn(fields["key"], fields["value"], category, fields.get("confidence"))
         known = self._privacy.known()
@@ -372,7 +391,7 @@ class ProfileStore:
         if self._privacy.never_stored(self.categories_of(cand)):
             return  # `store: never` holds for what the cloud sends too
         now = self._clock.now()
-        item = self._ensure_item(cand, now)
+        item = self._ensure_item(cand, now, person)
         status: ItemStatus = "confirmed"
         relevance = fields.get("relevance_score")
         cap = self._privacy.expire_at(category, now)  # the 30-day cap holds for the cloud's too
@@ -399,13 +418,15 @@ class ProfileStore:
             ],
         )
         self.label_item(item["item_id"], cand.key, cand.value, category)
-        supersede(self._db, cand.key, item["item_id"], now)  # a cloud item replacing a value
+        supersede(self._db, cand.key, item["item_id"], now, person)  # a cloud item replacing one
 
-    def delete_key(self, key: str) -> int:
-        """Remove every item of `key` (a cloud `deleted_profile_keys` entry), variants of the
-        key made before included (`keys_reading`)."""
+    def delete_key(self, key: str, person: str = HOUSEHOLD) -> int:
+        """Remove every item of `key` of `person` (a cloud `deleted_profile_keys` entry), variants
+        of the key made before included (`keys_reading`)."""
         removed = 0
         for stored in self.keys_reading(key):
-            found = self._db.execute("DELETE FROM profile_items WHERE key = ?", [stored])
+            found = self._db.execute(
+                "DELETE FROM profile_items WHERE key = ? AND person_id = ?", [stored, person]
+            )
             removed += int(found.rowcount)
         return removed

@@ -18,6 +18,7 @@ from datetime import date, datetime, timedelta
 
 from a2a_common.clock import iso
 from a2a_common.db import Database
+from a2a_common.people import HOUSEHOLD
 from cache.model import PromotionPolicy
 
 
@@ -40,19 +41,23 @@ def counted(
     return int(row[0]), int(row[1])
 
 
-def recontest(db: Database, key: str, first_day: str, policy: PromotionPolicy) -> None:
-    """Set or lift the contest on the key's confirmed value (see the module's rule)."""
+def recontest(
+    db: Database, key: str, first_day: str, policy: PromotionPolicy, person: str = HOUSEHOLD
+) -> None:
+    """Set or lift the contest on the key's confirmed value of `person` (see the module's rule;
+    a key's values are one person's: another's evidence never contests them, SPEC §5.7)."""
     held = db.execute(
         "SELECT item_id, confirmed_at FROM profile_items WHERE key = ? AND status = 'confirmed'"
-        " ORDER BY item_id",
-        [key],
+        " AND person_id = ? ORDER BY item_id",
+        [key, person],
     ).fetchall()
     for item_id, confirmed_at in held:
         rows = db.execute(
             "SELECT e.item_id, count(*), count(DISTINCT e.day) FROM profile_evidence e"
             " JOIN profile_items i ON i.item_id = e.item_id"
-            " WHERE i.key = ? AND e.day >= ? AND e.created_at > ? GROUP BY e.item_id",
-            [key, first_day, confirmed_at or ""],
+            " WHERE i.key = ? AND i.person_id = ? AND e.day >= ? AND e.created_at > ?"
+            " GROUP BY e.item_id",
+            [key, person, first_day, confirmed_at or ""],
         ).fetchall()
         own = next((days for iid, _m, days in rows if iid == item_id), 0)
         rivals = sorted(
@@ -69,12 +74,15 @@ def recontest(db: Database, key: str, first_day: str, policy: PromotionPolicy) -
         )
 
 
-def supersede(db: Database, key: str, new_item_id: str, now: datetime) -> None:
-    """`new_item_id` was just confirmed: the key's other confirmed value is superseded by it."""
+def supersede(
+    db: Database, key: str, new_item_id: str, now: datetime, person: str = HOUSEHOLD
+) -> None:
+    """`new_item_id` was just confirmed: the key's other confirmed value (the same person's)
+    is superseded by it."""
     old = db.execute(
         "SELECT item_id FROM profile_items WHERE key = ? AND status = 'confirmed'"
-        " AND item_id != ? ORDER BY item_id",
-        [key, new_item_id],
+        " AND person_id = ? AND item_id != ? ORDER BY item_id",
+        [key, person, new_item_id],
     ).fetchall()
     stamp = iso(now)
     for (old_id,) in old:

@@ -232,6 +232,74 @@ def _v6(db: Database) -> None:
     db.execute("ALTER TABLE device_state_keyed RENAME TO device_state")
 
 
+def _indexes(db: Database, table: str) -> list[str]:
+    rows = db.execute(
+        "SELECT sql FROM sqlite_master WHERE type = 'index' AND tbl_name = ? AND sql IS NOT NULL",
+        [table],
+    ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
+def _with_person(db: Database, table: str, unique: tuple[str, str]) -> None:
+    """Rebuild `table` with `person_id` (existing rows: the household's) and its UNIQUE
+    constraint, `unique` = (old clause, new clause), now per person. The stored
+    CREATE statement is rewritten (SQLite cannot drop a constraint in place); the rows are
+    copied, the old table dropped (secure_delete zeroes its pages), its indexes made again."""
+    (sql,) = db.execute(
+        "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", [table]
+    ).fetchone()
+    indexes = _indexes(db, table)
+    columns = [r[1] for r in db.execute(f"PRAGMA table_info({table})").fetchall()]
+    body = sql[sql.index("(") + 1 : sql.rindex(")")]
+    column = "person_id TEXT NOT NULL DEFAULT 'household'"
+    old, new = unique
+    assert body.count(old) == 1, (table, old)
+    if new.startswith("UNIQUE"):  # a table constraint: the column goes before it
+        body = body.replace(old, f"{column}, {new}")
+    else:
+        body = body.replace(old, new) + f", {column}"
+    db.execute(f"CREATE TABLE {table}_people ({body})")
+    names = ", ".join(columns)
+    db.execute(f"INSERT INTO {table}_people ({names}) SELECT {names} FROM {table}")
+    db.execute(f"DROP TABLE {table}")
+    db.execute(f"ALTER TABLE {table}_people RENAME TO {table}")
+    for index in indexes:
+        db.execute(index)
+
+
+def _v7(db: Database) -> None:
+    """People in the household (SPEC §5.7): `person_id` on every text the device keeps —
+    pairs, sessions, daily summaries, digests, profile items and their evidence. What was kept
+    before is the household's; nothing is lost. A day's summary, a week's digest and a key's
+    value are now unique per person (rebuilt tables: a constraint cannot change in place).
+    `profile_evidence` refers to `profile_items` with ON DELETE CASCADE: its rows wait in a
+    TEMP table (not in the state file) while the items are rebuilt, then come back."""
+    for table in ("pairs", "sessions"):
+        db.execute(f"ALTER TABLE {table} ADD COLUMN person_id TEXT NOT NULL DEFAULT 'household'")
+    db.execute("CREATE INDEX pairs_person ON pairs (person_id, created_at)")
+    db.execute("CREATE INDEX sessions_person ON sessions (person_id, last_turn_at)")
+    _with_person(db, "daily_summaries", ("day TEXT NOT NULL UNIQUE", "day TEXT NOT NULL"))
+    db.execute("CREATE UNIQUE INDEX daily_summaries_day ON daily_summaries (person_id, day)")
+    _with_person(db, "weekly_digests", ("week TEXT NOT NULL UNIQUE", "week TEXT NOT NULL"))
+    db.execute("CREATE UNIQUE INDEX weekly_digests_week ON weekly_digests (person_id, week)")
+    evidence_sql = db.execute(
+        "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'profile_evidence'"
+    ).fetchone()[0]
+    evidence_indexes = _indexes(db, "profile_evidence")
+    db.execute("CREATE TEMP TABLE evidence_kept AS SELECT * FROM main.profile_evidence")
+    db.execute("DROP TABLE profile_evidence")
+    _with_person(db, "profile_items", ("UNIQUE (key, value)", "UNIQUE (person_id, key, value)"))
+    db.execute(evidence_sql)
+    db.execute(
+        "ALTER TABLE profile_evidence ADD COLUMN person_id TEXT NOT NULL DEFAULT 'household'"
+    )
+    db.execute("INSERT INTO profile_evidence SELECT *, 'household' FROM temp.evidence_kept")
+    db.execute("DROP TABLE temp.evidence_kept")
+    for index in evidence_indexes:
+        db.execute(index)
+    db.execute("CREATE INDEX profile_items_person ON profile_items (person_id, key, status)")
+
+
 MIGRATIONS = [
     Migration("cache_0001_pairs_sessions_state", _v1),
     Migration("cache_0002_tiers_profile_provenance", _v2),
@@ -240,3 +308,4 @@ MIGRATIONS_3 = [Migration("cache_0003_memory_audit", _v3)]
 MIGRATIONS_4 = [Migration("cache_0004_text_categories", _v4)]
 MIGRATIONS_5 = [Migration("cache_0005_memory_windows", _v5)]
 MIGRATIONS_6 = [Migration("cache_0006_device_state_without_rowid", _v6)]
+MIGRATIONS_7 = [Migration("cache_0007_people", _v7)]

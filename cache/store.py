@@ -14,6 +14,7 @@ from typing import Any
 from a2a_common import jsonx
 from a2a_common.clock import iso
 from a2a_common.db import Database
+from a2a_common.people import HOUSEHOLD
 from a2a_common.writes import SyncWrite
 from cache.errors import CacheError
 from cache.model import CacheCounts, SessionRow, SyncPosition
@@ -31,28 +32,48 @@ class CacheStore:
             raise CacheError(f"cache read failed: {exc}") from exc
 
     # --- sessions ---------------------------------------------------------------------------
-    def latest_session(self) -> SessionRow | None:
+    def latest_session(self, person: str = HOUSEHOLD) -> SessionRow | None:
+        """The person's newest session (sessions are per person, SPEC §5.7)."""
         row = self._one(
-            "SELECT session_id, last_turn_at FROM sessions ORDER BY last_turn_at DESC LIMIT 1"
+            "SELECT session_id, last_turn_at FROM sessions WHERE person_id = ?"
+            " ORDER BY last_turn_at DESC LIMIT 1",
+            [person],
         )
         return SessionRow(row[0], row[1]) if row else None
 
-    def touch_session(self, session_id: str, now: datetime) -> None:
+    def session_person(self, session_id: str) -> str | None:
+        """Whose session it is; None for a session not kept."""
+        row = self._one("SELECT person_id FROM sessions WHERE session_id = ?", [session_id])
+        return str(row[0]) if row else None
+
+    def person_of_pair(self, pair_id: str) -> str:
+        row = self._one("SELECT person_id FROM pairs WHERE pair_id = ?", [pair_id])
+        return str(row[0]) if row else HOUSEHOLD
+
+    def touch_session(self, session_id: str, now: datetime, person: str = HOUSEHOLD) -> None:
         stamp = iso(now)
         self._db.execute(
-            "INSERT INTO sessions (session_id, started_at, last_turn_at) VALUES (?, ?, ?)"
+            "INSERT INTO sessions (session_id, started_at, last_turn_at, person_id)"
+            " VALUES (?, ?, ?, ?)"
             " ON CONFLICT (session_id) DO UPDATE SET last_turn_at = excluded.last_turn_at",
-            [session_id, stamp, stamp],
+            [session_id, stamp, stamp, person],
         )
 
     # --- pairs ------------------------------------------------------------------------------
     def record_utterance(
-        self, *, pair_id: str, turn_id: str, session_id: str, text: str, now: datetime
+        self,
+        *,
+        pair_id: str,
+        turn_id: str,
+        session_id: str,
+        text: str,
+        now: datetime,
+        person: str = HOUSEHOLD,
     ) -> None:
         self._db.execute(
-            "INSERT INTO pairs (pair_id, turn_id, session_id, user_text, created_at)"
-            " VALUES (?, ?, ?, ?, ?)",
-            [pair_id, turn_id, session_id, text, iso(now)],
+            "INSERT INTO pairs (pair_id, turn_id, session_id, user_text, created_at, person_id)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            [pair_id, turn_id, session_id, text, iso(now), person],
         )
 
     def turn_ordinal(self) -> int:
@@ -102,7 +123,7 @@ class CacheStore:
                 [target, target],
             )
             return [str(row[0]) for row in rows.fetchall()]
-        column = {"pair": "pair_id", "session": "session_id"}.get(scope)
+        column = {"pair": "pair_id", "session": "session_id", "person": "person_id"}.get(scope)
         if column is None:
             return []
         rows = self._db.execute(f"SELECT turn_id FROM pairs WHERE {column} = ?", [target])
@@ -115,7 +136,7 @@ class CacheStore:
         """The `short_term_pair` sync write of a closed pair (with its category, if any)."""
         cursor = self._db.execute(
             "SELECT pair_id, turn_id, session_id, user_text, assistant_text, route_family,"
-            " workflow_id, status, created_at, categories FROM pairs WHERE pair_id = ?",
+            " workflow_id, status, created_at, categories, person_id FROM pairs WHERE pair_id = ?",
             [pair_id],
         )
         names = [d[0] for d in cursor.description]
@@ -157,6 +178,26 @@ class CacheStore:
             " (SELECT count(*) FROM weekly_digests)"
         )
         return CacheCounts(*(int(n) for n in row))
+
+    def people_counts(self) -> dict[str, dict[str, int]]:
+        """Per person: pairs, sessions, daily summaries, profile items (SPEC §5.7's `status`)."""
+        out: dict[str, dict[str, int]] = {}
+        for table, name in (
+            ("pairs", "pairs"),
+            ("sessions", "sessions"),
+            ("daily_summaries", "daily_summaries"),
+            ("profile_items", "profile_items"),
+        ):
+            rows = self._db.execute(
+                f"SELECT person_id, count(*) FROM {table} GROUP BY person_id"
+            ).fetchall()
+            for person, count in rows:
+                out.setdefault(str(person), {}).setdefault(name, 0)
+                out[str(person)][name] = int(count)
+        return {
+            p: {k: c.get(k, 0) for k in ("pairs", "sessions", "daily_summaries", "profile_items")}
+            for p, c in sorted(out.items())
+        }
 
     # --- device state and sync position ------------------------------------------------------
     def state(self, key: str, default: Any = None) -> Any:

@@ -15,9 +15,21 @@ from typing import Any
 from a2a_common import jsonx
 from a2a_common.clock import Clock, iso
 from a2a_common.db import Database
+from a2a_common.people import HOUSEHOLD
 from cache.labels import Labels
 from cache.privacy import PrivacyPolicy
 from cache.profile import ProfileStore
+
+
+def _own_id(kind: str, period: str, person: str) -> str:
+    """A summary's id when the cloud gives none: the household's as before, a person's
+    with the person in it (ids are unique across people)."""
+    return f"{kind}-{period}" if person == HOUSEHOLD else f"{kind}-{person}-{period}"
+
+
+def _person(entry: Mapping[str, Any], updates: Mapping[str, Any]) -> str:
+    """Whose an update's entry is: its own `person_id`, else the answer's, else the household."""
+    return str(entry.get("person_id") or updates.get("person_id") or HOUSEHOLD)
 
 
 def _earliest(*stamps: str | None) -> str | None:
@@ -48,6 +60,7 @@ class TierStore:
         summary_id: str | None = None,
         expire_at: str | None = None,
         category: str | None = None,
+        person: str = HOUSEHOLD,
     ) -> bool:
         """False when its categories say `store: never` (nothing written)."""
         sources = source_session_ids or []
@@ -58,13 +71,13 @@ class TierStore:
             return False
         self._db.execute(
             "INSERT INTO daily_summaries (summary_id, day, summary, source_session_ids, expire_at,"
-            " updated_at, categories, sensitive) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-            " ON CONFLICT (day) DO UPDATE SET summary = excluded.summary,"
+            " updated_at, categories, sensitive, person_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (person_id, day) DO UPDATE SET summary = excluded.summary,"
             " source_session_ids = excluded.source_session_ids, expire_at = excluded.expire_at,"
             " updated_at = excluded.updated_at, categories = excluded.categories,"
             " sensitive = excluded.sensitive",
             [
-                summary_id or f"daily-{day}",
+                summary_id or _own_id("daily", day, person),
                 day,
                 summary,
                 jsonx.dumps(sources),
@@ -72,6 +85,7 @@ class TierStore:
                 iso(self._clock.now()),
                 jsonx.dumps(cats),
                 int(self._labels.privacy.any_sensitive(cats)),
+                person,
             ],
         )
         return True
@@ -85,6 +99,7 @@ class TierStore:
         digest_id: str | None = None,
         expire_at: str | None = None,
         category: str | None = None,
+        person: str = HOUSEHOLD,
     ) -> bool:
         """False when its categories say `store: never` (nothing written)."""
         sources = source_summary_ids or []
@@ -95,13 +110,13 @@ class TierStore:
             return False
         self._db.execute(
             "INSERT INTO weekly_digests (digest_id, week, digest, source_summary_ids, expire_at,"
-            " updated_at, categories, sensitive) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
-            " ON CONFLICT (week) DO UPDATE SET digest = excluded.digest,"
+            " updated_at, categories, sensitive, person_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (person_id, week) DO UPDATE SET digest = excluded.digest,"
             " source_summary_ids = excluded.source_summary_ids, expire_at = excluded.expire_at,"
             " updated_at = excluded.updated_at, categories = excluded.categories,"
             " sensitive = excluded.sensitive",
             [
-                digest_id or f"weekly-{week}",
+                digest_id or _own_id("weekly", week, person),
                 week,
                 digest,
                 jsonx.dumps(sources),
@@ -109,6 +124,7 @@ class TierStore:
                 iso(self._clock.now()),
                 jsonx.dumps(cats),
                 int(self._labels.privacy.any_sensitive(cats)),
+                person,
             ],
         )
         return True
@@ -124,6 +140,7 @@ class TierStore:
                 summary_id=daily.get("summary_id"),
                 expire_at=daily.get("expire_at"),
                 category=daily.get("category"),
+                person=_person(daily, updates),
             )
         weekly = updates.get("weekly_digest")
         if weekly:
@@ -134,10 +151,11 @@ class TierStore:
                 digest_id=weekly.get("digest_id"),
                 expire_at=weekly.get("expire_at"),
                 category=weekly.get("category"),
+                person=_person(weekly, updates),
             )
         for item in updates.get("profile_items") or []:
-            self._profile.put_confirmed(item)
+            self._profile.put_confirmed(item | {"person_id": _person(item, updates)})
             counts["profile_items"] += 1
         for key in updates.get("deleted_profile_keys") or []:
-            counts["deleted"] += self._profile.delete_key(key)
+            counts["deleted"] += self._profile.delete_key(key, _person({}, updates))
         return counts

@@ -12,6 +12,7 @@ categories (`cache.labels`), so it is left out too.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
@@ -19,6 +20,7 @@ from typing import Any
 
 from a2a_common.clock import iso
 from a2a_common.db import Database
+from a2a_common.people import HOUSEHOLD
 from cache.lasting import Lasting, LastingCache
 from cache.model import CacheView, DailySummary, PairView, ProfileView, SyncPosition
 from cache.privacy import PrivacyPolicy
@@ -53,26 +55,29 @@ def shown_texts(
     return " AND ".join(clauses), params
 
 
-def _items(
-    db: Database,
-    stamp: str,
-    blocked: list[str],
-    allowed: list[str],
-    texts: tuple[str, list[str]],
-    limit: int,
-) -> list[tuple[Any, ...]]:
-    """Confirmed, uncontested, live profile items the policy shows, most relevant first."""
-    shown, params = texts
+def _item_shown(shown: Shown) -> tuple[str, list[str]]:
+    """SQL true for a profile item the policy and this consent show: its own category (the
+    column) and its categories (the list)."""
+    blocked, allowed = list(shown.blocked), list(shown.allowed)
     name = "lower(coalesce(category, ''))"
     item_shown = f"{name} NOT IN ({_marks(blocked)})" if blocked else "1"
     item_shown += f" AND (sensitive = 0 OR {name} IN ({_marks(allowed)}))" if allowed else ""
     item_shown += "" if allowed else " AND sensitive = 0"
+    texts, params = shown.texts()
+    return f"{item_shown} AND {texts}", [*blocked, *allowed, *params]
+
+
+def _items(
+    db: Database, stamp: str, whose: tuple[str, list[str]], limit: int
+) -> list[tuple[Any, ...]]:
+    """Confirmed, uncontested, live profile items the policy shows, most relevant first."""
+    shown, params = whose
     rows: list[tuple[Any, ...]] = db.execute(
         "SELECT key, value, category, confidence, relevance_score,"
         " coalesce(confirmed_at, updated_at), expire_at FROM profile_items"
-        f" WHERE status = 'confirmed' AND contested_by IS NULL AND {_LIVE} AND {item_shown}"
+        f" WHERE status = 'confirmed' AND contested_by IS NULL AND {_LIVE}"
         f" AND {shown} ORDER BY relevance_score DESC, key, item_id LIMIT ?",
-        [stamp, *blocked, *allowed, *params, limit],
+        [stamp, *params, limit],
     ).fetchall()
     return rows
 
@@ -94,13 +99,39 @@ class Shown:
         return shown_texts(cats, flag, list(self.blocked), list(self.allowed))
 
 
+@dataclass(frozen=True)
+class Whose:
+    """Whose texts a turn may see (SPEC §5.7): the person's own, each under the person's
+    consent, and the household's under the household's; a household turn sees only the
+    household's. Never another person's."""
+
+    person: str
+    own: Shown  # the person's consent (the household's when the person is the household)
+    household: Shown
+
+    def clause(self, clause: Callable[[Shown], tuple[str, list[str]]]) -> tuple[str, list[str]]:
+        """`clause` (what a `Shown` lets through) per side, joined by whose the row is."""
+        home_sql, home_params = clause(self.household)
+        home = f"(person_id = '{HOUSEHOLD}' AND {home_sql})"
+        if self.person == HOUSEHOLD:
+            return home, home_params
+        own_sql, own_params = clause(self.own)
+        return (
+            f"((person_id = ? AND {own_sql}) OR {home})",
+            [self.person, *own_params, *home_params],
+        )
+
+    def texts(self, cats: str = "categories", flag: str = "sensitive") -> tuple[str, list[str]]:
+        return self.clause(lambda shown: shown.texts(cats, flag))
+
+
 def read_lasting(
-    db: Database, *, stamp: str, shown: Shown, max_profile_items: int, max_daily: int
+    db: Database, *, stamp: str, shown: Whose, max_profile_items: int, max_daily: int
 ) -> Lasting:
     """The daily summaries, the digest and the profile items a snapshot may use at `stamp`,
-    with the first expiry among them (`cache.lasting`)."""
-    texts = shown.texts()
-    sql, params = texts
+    with the first expiry among them (`cache.lasting`). The digest is the person's newest,
+    else the household's."""
+    sql, params = shown.texts()
     daily = db.execute(
         f"SELECT day, summary, expire_at FROM daily_summaries WHERE {_LIVE} AND {sql}"
         " ORDER BY day DESC LIMIT ?",
@@ -108,11 +139,10 @@ def read_lasting(
     ).fetchall()
     digest = db.execute(
         f"SELECT digest, expire_at FROM weekly_digests WHERE {_LIVE} AND {sql}"
-        " ORDER BY week DESC LIMIT 1",
+        f" ORDER BY person_id = '{HOUSEHOLD}', week DESC LIMIT 1",
         [stamp, *params],
     ).fetchone()
-    blocked, allowed = list(shown.blocked), list(shown.allowed)
-    items = _items(db, stamp, blocked, allowed, texts, max_profile_items)
+    items = _items(db, stamp, shown.clause(_item_shown), max_profile_items)
     ends = [r[-1] for r in (*daily, *items, *([digest] if digest else [])) if r[-1]]
     return Lasting(
         daily_summaries=tuple(DailySummary(d, s) for d, s, _ in daily),
@@ -135,11 +165,18 @@ def read_view(
     max_profile_items: int = 64,
     max_daily: int = MAX_DAILY,
     lasting: LastingCache | None = None,
+    person: str = HOUSEHOLD,
+    household_consented: frozenset[str] | None = None,
 ) -> CacheView:
-    """The view of one turn at `now`; its lasting part from `lasting` when given (kept between
-    turns while nothing it was read from changed), else read here."""
+    """The view of one turn of `person` at `now` (`consented`: the person's consent;
+    `household_consented`: the household's, when the person is someone else); its lasting
+    part from `lasting` when given (kept between turns while nothing it was read from
+    changed), else read here."""
     stamp = iso(now)
-    shown = Shown.of(privacy or PrivacyPolicy(), consented)
+    policy = privacy or PrivacyPolicy()
+    own = Shown.of(policy, consented)
+    home = own if household_consented is None else Shown.of(policy, household_consented)
+    shown = Whose(person, own, own if person == HOUSEHOLD else home)
     sql, params = shown.texts()
     pairs = db.execute(
         "SELECT user_text, assistant_text, route_family FROM pairs"

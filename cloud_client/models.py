@@ -26,6 +26,7 @@ from pydantic import (
 
 from a2a_common.clock import iso
 from a2a_common.jsonx import canonical
+from a2a_common.people import PERSON_ID_MAX, PERSON_ID_PATTERN
 from a2a_common.text import normal_value
 
 log = logging.getLogger(__name__)
@@ -70,6 +71,11 @@ OptCategory = Annotated[Category | None, BeforeValidator(lambda v: None if v == 
 ProfileValue = Annotated[Any, BeforeValidator(normal_value), AfterValidator(_small_value)]
 Instant = Annotated[AwareDatetime, PlainSerializer(iso, return_type=str)]
 IdList = Annotated[list[CloudId], Field(max_length=IDS_MAX)]
+PersonRef = Annotated[
+    str,
+    BeforeValidator(normal_value),
+    StringConstraints(max_length=PERSON_ID_MAX, pattern=PERSON_ID_PATTERN),
+]
 
 
 class _Response(BaseModel):
@@ -132,6 +138,7 @@ class VoiceContext(BaseModel):
     last_route: str
     active_workflow_id: str
     memory_snapshot: dict[str, Any]
+    speaker_id: str = "household"  # SPEC 5.7: whom the turn serves (a person or the household)
 
 
 class TurnRequest(BaseModel):
@@ -195,6 +202,7 @@ class DailySummaryWire(_Response):
     source_session_ids: IdList = []
     expire_at: Instant | None = None
     category: OptCategory = None
+    person_id: PersonRef | None = None  # SPEC 5.7: whose (absent: the household's)
 
 
 class WeeklyDigestWire(_Response):
@@ -204,6 +212,7 @@ class WeeklyDigestWire(_Response):
     source_summary_ids: IdList = []
     expire_at: Instant | None = None
     category: OptCategory = None
+    person_id: PersonRef | None = None  # SPEC 5.7: whose (absent: the household's)
 
 
 class ProfileItemWire(_Response):
@@ -218,10 +227,14 @@ class ProfileItemWire(_Response):
     source_summary_ids: IdList = []
     source_session_ids: IdList = []
     source_pair_ids: IdList = []
+    person_id: PersonRef | None = None  # SPEC 5.7: whose (absent: the household's)
 
 
 class SyncUpdates(_Response):
-    """`updates` of a memory sync answer (SPEC §3.2)."""
+    """`updates` of a memory sync answer (SPEC §3.2); `person_id` (SPEC 5.7): whose its
+    entries are when they do not say (absent: the household's), and whose deleted keys."""
+
+    person_id: PersonRef | None = None
 
     daily_summaries: Annotated[list[DailySummaryWire], Field(max_length=64)] = []
     weekly_digest: WeeklyDigestWire | None = None

@@ -18,9 +18,11 @@ def plan_turn(state: CloudState, body: dict[str, Any]) -> dict[str, Any]:
     voice = body.get("voice_context") if isinstance(body.get("voice_context"), dict) else {}
     snapshot = voice.get("memory_snapshot") if isinstance(voice, dict) else None
     memory = normalize_memory_context(snapshot if isinstance(snapshot, dict) else {})
+    # SPEC 5.7: a suggestion is one person's (the speaker's, or the household's)
+    who = _who(device, voice.get("speaker_id") if isinstance(voice, dict) else None)
     with state.lock:
         state.normalized.append(memory)
-        suggestion = state.suggestions.get(device)
+        suggestion = state.suggestions.get(who)
         asked = state.consent_asks.pop(device, None)  # an ask is answered by the next turn
     planned = route(
         text,
@@ -48,7 +50,7 @@ def plan_turn(state: CloudState, body: dict[str, Any]) -> dict[str, Any]:
     reply = planned.assistant_text
     with state.lock:
         if any(c.get("evidence_kind") == "suggestion_accepted" for c in planned.candidates):
-            state.suggestions.pop(device, None)
+            state.suggestions.pop(who, None)
         elif suggestion and not planned.steps and not any(w in text for w in ACCEPT_WORDS):
             reply += f" 참, {suggestion} 청정을 시작할까요?"
     workflow_id = workflows[0]["workflow_id"] if workflows else ""
@@ -112,13 +114,21 @@ def memory_sync(state: CloudState, device: str, body: dict[str, Any]) -> tuple[i
     }
 
 
+def _who(device: str, person: object) -> str:
+    """Whose suggestion: the device's household, or one person of it (SPEC 5.7)."""
+    if not isinstance(person, str) or not person or person == "household":
+        return device
+    return f"{device}/{person}"
+
+
 def _learn(state: CloudState, device: str, write: dict[str, Any]) -> None:
     payload = write.get("payload") or {}
+    who = _who(device, payload.get("person_id"))
     if write.get("kind") == "profile_candidate" and payload.get("key") == "preferred_room":
         if payload.get("status") == "suggestable" and isinstance(payload.get("value"), str):
-            state.suggestions[device] = payload["value"]
+            state.suggestions[who] = payload["value"]
         elif payload.get("status") == "confirmed":
-            state.suggestions.pop(device, None)
+            state.suggestions.pop(who, None)
 
 
 def _experience_decision(event: dict[str, Any], workflow: dict[str, Any]) -> dict[str, Any] | None:

@@ -10,6 +10,7 @@ from functools import partial
 from typing import Any
 
 from a2a_common import jsonx
+from a2a_common.people import is_person_id
 from edge.app.forget_words import said_in
 from edge.app.parts import AdminParts
 from edge.app.repeats import EXPIRED, REUSED, answered_before, expired
@@ -17,7 +18,7 @@ from edge.app.turn_inputs import fingerprint
 from edge.channel.topics import AdminRequestMsg, Arrival, ForgetMsg
 
 log = logging.getLogger(__name__)
-FORGET_SCOPES = ("pair", "session", "profile_key", "all")
+FORGET_SCOPES = ("pair", "session", "profile_key", "person", "all")
 
 
 class AdminInputs:
@@ -84,11 +85,16 @@ class AdminInputs:
         if not isinstance(with_sources, bool):
             return {"ok": False, "error": "args.with_sources must be true or false"}
         if scope not in FORGET_SCOPES:
-            return {"ok": False, "error": "args.scope: pair|session|profile_key (with id) or all"}
+            return {
+                "ok": False,
+                "error": "args.scope: pair|session|profile_key|person (with id) or all",
+            }
         if scope == "all" and target is not None:
             return {"ok": False, "error": "args.id must be absent for scope all"}
         if scope != "all" and not (isinstance(target, str) and 0 < len(target) <= 128):
             return {"ok": False, "error": "args.id must be a string of 1 to 128 characters"}
+        if scope == "person" and not is_person_id(target):
+            return {"ok": False, "error": "args.id: a person id (1-64, no # + / or whitespace)"}
         with self.app.unit():
             removed = self._forget_in_unit(scope, target, with_sources)
         return {"ok": True, "result": {"removed": removed}}

@@ -23,7 +23,8 @@ class ConsentInputs:
         answer again (applied once); one the register cannot take is refused with `ref` too."""
         key = f"consent:{msg.request_id}"
         ref = {"request_id": msg.request_id}
-        content = fingerprint(jsonx.dumps([msg.action, msg.scope, msg.ttl_s]))
+        person = [msg.person] if msg.person else []  # as before for the household's
+        content = fingerprint(jsonx.dumps([msg.action, msg.scope, msg.ttl_s, *person]))
         reused = self.app.consent.refused(REUSED.error, REUSED.detail)
         if answered_before(
             self.app,

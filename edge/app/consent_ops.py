@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from a2a_common.people import HOUSEHOLD
 from edge.channel.topics import ConsentRequestMsg
 from edge.store.commits import AfterCommit, run_now
 from edge.store.consent import ConsentRegister, normal_scope
@@ -62,13 +63,14 @@ class ConsentOps:
     def refused(self, error: str, detail: str) -> ConsentAnswer:
         return ConsentAnswer(False, self.grants(), error, detail)
 
-    def check(self, action: str, scope: str) -> tuple[str, str] | None:
+    def check(self, action: str, scope: str, person: str = HOUSEHOLD) -> tuple[str, str] | None:
         """What the register cannot take, as (error, detail); None when it can. The payload's
         form (types, the scope's pattern, ttl_s) is the model's (`ConsentRequestMsg`)."""
         kind, _, name = scope.partition(":")
         if kind == "capability" and name not in self._tm.catalog.capabilities():
             return "unknown_capability", f"scope {scope}: no such capability in the catalog"
-        if action == "revoke" and self.register.standing(normal_scope(scope)):
+        standing = person == HOUSEHOLD and self.register.standing(normal_scope(scope))
+        if action == "revoke" and standing:
             where = f"privacy.consented_{'categories' if kind == 'category' else 'capabilities'}"
             return "standing_in_config", f"{scope} stands in config ({where}); change it there"
         return None
@@ -78,17 +80,19 @@ class ConsentOps:
     ) -> ConsentAnswer:
         """Call inside the caller's unit of work (`result` is its TaskManager result)."""
         action, scope, ttl_s = msg.action, msg.scope, msg.ttl_s
-        refused = self.check(action, scope)
+        person = msg.person or HOUSEHOLD  # SPEC 5.7: a grant without `person` is the household's
+        refused = self.check(action, scope, person)
         if refused is not None:
             return ConsentAnswer(False, self.grants(), *refused)
         scope = normal_scope(scope)
+        register = self.register
         if action == "grant":
-            grant = self.register.grant(scope, ttl_s, source, request_id)
-            self._sync.enqueue([self.register.write("grant", scope, source, grant.expires_at)])
-            self._said("consent granted: %s (%s, ttl %s)", scope, source, ttl_s)
-        elif self.register.revoke(scope, source, request_id):
-            self._sync.enqueue([self.register.write("revoke", scope, source, None)])
-            self._said("consent revoked: %s (%s)", scope, source)
+            grant = register.grant(scope, ttl_s, source, request_id, person)
+            self._sync.enqueue([register.write("grant", scope, source, grant.expires_at, person)])
+            self._said("consent granted: %s for %s (%s, ttl %s)", scope, person, source, ttl_s)
+        elif register.revoke(scope, source, request_id, person):
+            self._sync.enqueue([register.write("revoke", scope, source, None, person)])
+            self._said("consent revoked: %s for %s (%s)", scope, person, source)
             result.merge(self.enforce())
         return ConsentAnswer(True, self.grants())
 
@@ -98,7 +102,9 @@ class ConsentOps:
         result = Result()
         gone = self.register.expire()
         for grant in gone:
-            self._sync.enqueue([self.register.write("expire", grant.scope, grant.source, None)])
+            self._sync.enqueue(
+                [self.register.write("expire", grant.scope, grant.source, None, grant.person)]
+            )
             self._said("consent expired: %s", grant.scope)
         if gone or self.recheck:
             result.merge(self.enforce())

@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from a2a_common import jsonx
 from a2a_common.clock import Clock
 from a2a_common.ids import new_ulid
+from a2a_common.people import person_of
 from a2a_common.stopwatch import Stopwatch
 from cache import Memory, plan_update
 from cloud_client import CloudClient, CloudError, CloudUnavailable, TurnResponse
@@ -122,9 +123,18 @@ class TurnInputs:
             busy = f"{MAX_WAITING} turns are already waiting for the planner"
             self._refused(msg.turn_id, Refusal("busy", busy))
             return
+        speaker = msg.speaker
+        person = person_of(
+            speaker.id if speaker else None,
+            speaker.confidence if speaker else None,
+            self.settings.memory.speaker_min_confidence,
+        )
         with self.unit():
             pair_id, session_id = self.memory.record_utterance(
-                turn_id=msg.turn_id, requested_session=msg.session_id, text=msg.recognized_text
+                turn_id=msg.turn_id,
+                requested_session=msg.session_id,
+                text=msg.recognized_text,
+                person=person,
             )
             self.dedupe.mark(key, arrival.topic, words)
         self.after_commit(
@@ -151,6 +161,7 @@ class TurnInputs:
             watch,
             msg.spoken_at,
             expires,
+            person,
         )
         self._repeats.setdefault(msg.turn_id, 0)  # at once: a repeat may share the batch
         self.after_commit(partial(self._start_answer, turn))

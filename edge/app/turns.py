@@ -11,6 +11,7 @@ from typing import Any
 
 from a2a_common.clock import Clock
 from a2a_common.ids import new_ulid
+from a2a_common.people import HOUSEHOLD
 from a2a_common.stopwatch import Stopwatch
 from cache import CandidateIn, Memory, SyncPosition, UpdateInput
 from cloud_client import TurnRequest, TurnResponse, VoiceContext
@@ -30,6 +31,7 @@ class Received:
     watch: Stopwatch  # laps: take_in, record, queue, snapshot, encode, cloud, decode, apply
     spoken_at: datetime | None = None  # when the user spoke, as the front-end said
     expires_at: float | None = None  # perf_counter: the sender's MQTT 5 expiry
+    person_id: str = HOUSEHOLD  # whose turn it is (SPEC 5.7)
 
 
 def staleness(
@@ -68,7 +70,10 @@ def turn_request(turn: Received, memory: Memory, *, device_id: str, clock: Clock
             session_id=turn.session_id,
             last_route=memory.state("last_route", ""),
             active_workflow_id=memory.state("active_workflow_id", ""),
-            memory_snapshot=memory.snapshot(turn.session_id, turn.text, turn.device_context),
+            memory_snapshot=memory.snapshot(
+                turn.session_id, turn.text, turn.device_context, turn.person_id
+            ),
+            speaker_id=turn.person_id,
         ),
         device_context=turn.device_context,
     )

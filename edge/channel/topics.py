@@ -29,6 +29,7 @@ from pydantic import (
 )
 
 from a2a_common.jsonx import MAX_DEPTH, finite
+from a2a_common.people import PERSON_ID_MAX, PERSON_ID_PATTERN
 from a2a_common.text import normal_value
 from edge.store.consent import MAX_TTL_S, SCOPE_PATTERN
 from taskmanager import CallbackStatus
@@ -44,12 +45,24 @@ def _normal_in(cls: Any, value: Any) -> Any:
     return normal_value(value)
 
 
+class SpeakerMsg(BaseModel):
+    """SPEC §5.7: who spoke, as the front-end's voice recognition says. The id is taken as
+    SPEC 2.4 takes every text, then bounded, without MQTT wildcards, `/` or whitespace."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+    id: StrictStr = Field(max_length=PERSON_ID_MAX, pattern=PERSON_ID_PATTERN)
+    confidence: StrictFloat | StrictInt = Field(ge=0, le=1, allow_inf_nan=False)
+
+    _normal_id = field_validator("id", mode="before")(_normal_in)
+
+
 class TurnRequestMsg(_Inbound):
     turn_id: StrictStr = Field(min_length=1, max_length=128)
     recognized_text: StrictStr = Field(min_length=1, max_length=4000)
     session_id: StrictStr | None = Field(None, min_length=1, max_length=128)
     device_context: dict[str, Any] | None = None
     spoken_at: datetime | None = None  # ISO-8601 with a zone: when the user spoke (SPEC 2)
+    speaker: SpeakerMsg | None = None  # SPEC 5.7: whose turn it is (else the household's)
 
     # SPEC 2.4: the text is taken (stored, fingerprinted, sent) in NFC without format
     # characters, before its length rules: an NFD repeat of an NFC turn is the same text
@@ -138,7 +151,7 @@ class WorkflowRequestMsg(BaseModel):
 
 class ForgetMsg(_Inbound):
     request_id: StrictStr = Field(min_length=1, max_length=128)
-    scope: Literal["pair", "session", "profile_key", "all"]
+    scope: Literal["pair", "session", "profile_key", "person", "all"]
     id: StrictStr | None = Field(None, min_length=1, max_length=128)
     with_sources: StrictBool = True  # profile_key: its source pairs go too (SPEC 5.5)
 
@@ -147,7 +160,11 @@ class ForgetMsg(_Inbound):
     @model_validator(mode="after")
     def _id_unless_all(self) -> ForgetMsg:
         if (self.scope == "all") != (self.id is None):
-            raise ValueError("id is required for pair/session/profile_key and absent for all")
+            raise ValueError(
+                "id is required for pair/session/profile_key/person and absent for all"
+            )
+        if self.scope == "person" and not re.fullmatch(PERSON_ID_PATTERN, self.id or ""):
+            raise ValueError("a person id is 1-64 characters without # + / or whitespace")
         return self
 
 
@@ -159,6 +176,10 @@ class ConsentRequestMsg(_Inbound):
     action: Literal["grant", "revoke"]
     scope: StrictStr = Field(max_length=80, pattern=SCOPE_PATTERN)
     ttl_s: StrictInt | StrictFloat | None = Field(None, gt=0, le=MAX_TTL_S, allow_inf_nan=False)
+    # SPEC 5.7: whose grant; absent = the household's
+    person: StrictStr | None = Field(None, max_length=PERSON_ID_MAX, pattern=PERSON_ID_PATTERN)
+
+    _normal_person = field_validator("person", mode="before")(_normal_in)
 
     @model_validator(mode="after")
     def _ttl_only_for_grant(self) -> ConsentRequestMsg:

@@ -141,6 +141,8 @@ class MemorySettings(_Section):
     # profile items the utterance does not name that may still go with a turn (standing context)
     snapshot_standing_items: int = Field(2, ge=0, le=64)
     session_idle_s: int = Field(1800, ge=1)
+    # a turn's `speaker` below this confidence is the household's (SPEC 5.7)
+    speaker_min_confidence: float = Field(0.8, ge=0, le=1)
     retention_days: int = Field(30, ge=1)
     retention_every_s: int = Field(600, ge=1)  # how often the retention sweep runs
     timezone: str = "Asia/Seoul"

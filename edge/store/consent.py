@@ -19,6 +19,7 @@ from typing import Any
 
 from a2a_common.clock import Clock, iso, parse_iso
 from a2a_common.db import Database
+from a2a_common.people import HOUSEHOLD
 from a2a_common.sqlite import Migration
 from a2a_common.writes import SyncWrite
 
@@ -52,7 +53,31 @@ def _v1(db: Database) -> None:
     )
 
 
+def _v2(db: Database) -> None:
+    """Consent per person (SPEC §5.7): a grant is someone's — a person's, or the household's
+    (every grant kept before, and every grant that names no person). The key becomes (person,
+    scope): a rebuilt table (a primary key cannot change in place); the audit gets the column."""
+    db.execute(
+        """CREATE TABLE consent_grants_people (
+            person_id TEXT NOT NULL DEFAULT 'household',
+            scope TEXT NOT NULL,
+            granted_at TEXT NOT NULL,
+            expires_at TEXT,
+            source TEXT NOT NULL,
+            request_id TEXT,
+            PRIMARY KEY (person_id, scope)) WITHOUT ROWID"""
+    )
+    db.execute(
+        "INSERT INTO consent_grants_people (scope, granted_at, expires_at, source, request_id)"
+        " SELECT scope, granted_at, expires_at, source, request_id FROM consent_grants"
+    )
+    db.execute("DROP TABLE consent_grants")
+    db.execute("ALTER TABLE consent_grants_people RENAME TO consent_grants")
+    db.execute("ALTER TABLE consent_audit ADD COLUMN person_id TEXT NOT NULL DEFAULT 'household'")
+
+
 MIGRATIONS = [Migration("edge_0005_consent_register", _v1)]
+MIGRATIONS_2 = [Migration("edge_0009_consent_per_person", _v2)]
 
 
 @dataclass(frozen=True)
@@ -61,6 +86,7 @@ class Grant:
     granted_at: datetime
     expires_at: datetime | None
     source: str
+    person: str = HOUSEHOLD  # whose grant (SPEC 5.7)
 
     @property
     def kind(self) -> str:
@@ -81,6 +107,8 @@ class Grant:
         }
         if self.expires_at is not None:
             body["expires_at"] = iso(self.expires_at)
+        if self.person != HOUSEHOLD:
+            body["person"] = self.person
         return body
 
 
@@ -117,20 +145,30 @@ class ConsentRegister:
     # --- reads --------------------------------------------------------------------------------
     def _stored(self) -> list[Grant]:
         rows = self._db.execute(
-            "SELECT scope, granted_at, expires_at, source FROM consent_grants ORDER BY scope"
+            "SELECT scope, granted_at, expires_at, source, person_id FROM consent_grants"
+            " ORDER BY person_id = 'household' DESC, person_id, scope"
         ).fetchall()
-        return [Grant(r[0], parse_iso(r[1]), parse_iso(r[2]) if r[2] else None, r[3]) for r in rows]
+        return [
+            Grant(r[0], parse_iso(r[1]), parse_iso(r[2]) if r[2] else None, r[3], r[4])
+            for r in rows
+        ]
 
     def held(self) -> list[Grant]:
-        """Every grant held now: the stored ones not yet expired, and the config's."""
+        """Every grant held now: the stored ones not yet expired (the household's first), and
+        the config's (the household's)."""
         now = self._clock.now()
-        stored = {g.scope: g for g in self._stored() if g.held(now)}
-        return [*stored.values(), *(g for s, g in self._standing.items() if s not in stored)]
+        stored = {(g.person, g.scope): g for g in self._stored() if g.held(now)}
+        standing = (g for s, g in self._standing.items() if (HOUSEHOLD, s) not in stored)
+        return [*stored.values(), *standing]
 
-    def categories(self) -> frozenset[str]:
-        return frozenset(g.name for g in self.held() if g.kind == "category")
+    def categories(self, person: str = HOUSEHOLD) -> frozenset[str]:
+        """The categories `person`'s grants cover (SPEC 5.7: a person's own; the household's
+        — config's standing ones included — cover the household's texts only)."""
+        return frozenset(g.name for g in self.held() if g.kind == "category" and g.person == person)
 
     def capabilities(self) -> frozenset[str]:
+        """Capabilities granted by anyone at the robot: a capability is the robot's, not a
+        person's memory (docs/design.md, *People in the household*)."""
         return frozenset(g.name for g in self.held() if g.kind == "capability")
 
     def next_expiry(self) -> datetime | None:
@@ -149,27 +187,41 @@ class ConsentRegister:
         return [{k: v for k, v in zip(keys, r, strict=True) if v is not None} for r in rows]
 
     # --- changes (inside the caller's transaction) --------------------------------------------
-    def grant(self, scope: str, ttl_s: float | None, source: str, request_id: str | None) -> Grant:
-        """Held from now (a grant of a held scope starts again with the new ttl)."""
+    def grant(
+        self,
+        scope: str,
+        ttl_s: float | None,
+        source: str,
+        request_id: str | None,
+        person: str = HOUSEHOLD,
+    ) -> Grant:
+        """`person`'s, held from now (a grant of a held scope starts again with the new ttl)."""
         now = self._clock.now()
         expires = now + timedelta(seconds=ttl_s) if ttl_s is not None else None
-        grant = Grant(scope, now, expires, source)
+        grant = Grant(scope, now, expires, source, person)
         self._db.execute(
             "INSERT OR REPLACE INTO consent_grants (scope, granted_at, expires_at, source,"
-            " request_id) VALUES (?, ?, ?, ?, ?)",
-            [scope, iso(now), iso(expires) if expires else None, source, request_id],
+            " request_id, person_id) VALUES (?, ?, ?, ?, ?, ?)",
+            [scope, iso(now), iso(expires) if expires else None, source, request_id, person],
         )
-        self._audit("grant", scope, source, request_id, expires)
+        self._audit("grant", scope, source, request_id, expires, person)
         return grant
 
-    def revoke(self, scope: str, source: str, request_id: str | None) -> bool:
-        """False when no stored grant held it (nothing changes, nothing is audited)."""
+    def revoke(
+        self, scope: str, source: str, request_id: str | None, person: str = HOUSEHOLD
+    ) -> bool:
+        """False when no stored grant of `person` held it (nothing changes, nothing is
+        audited)."""
         now = self._clock.now()
-        held = [g for g in self._stored() if g.scope == scope and g.held(now)]
-        self._db.execute("DELETE FROM consent_grants WHERE scope = ?", [scope])
+        held = [
+            g for g in self._stored() if g.scope == scope and g.person == person and g.held(now)
+        ]
+        self._db.execute(
+            "DELETE FROM consent_grants WHERE scope = ? AND person_id = ?", [scope, person]
+        )
         if not held:
             return False
-        self._audit("revoke", scope, source, request_id, None)
+        self._audit("revoke", scope, source, request_id, None, person)
         return True
 
     def expire(self) -> list[Grant]:
@@ -177,8 +229,11 @@ class ConsentRegister:
         now = self._clock.now()
         gone = [g for g in self._stored() if not g.held(now)]
         for grant in gone:
-            self._db.execute("DELETE FROM consent_grants WHERE scope = ?", [grant.scope])
-            self._audit("expire", grant.scope, grant.source, None, grant.expires_at)
+            self._db.execute(
+                "DELETE FROM consent_grants WHERE scope = ? AND person_id = ?",
+                [grant.scope, grant.person],
+            )
+            self._audit("expire", grant.scope, grant.source, None, grant.expires_at, grant.person)
         return gone
 
     def _audit(
@@ -188,20 +243,30 @@ class ConsentRegister:
         source: str,
         request_id: str | None,
         expires: datetime | None,
+        person: str = HOUSEHOLD,
     ) -> None:
         self._db.execute(
-            "INSERT INTO consent_audit (ts, action, scope, source, request_id, expires_at)"
-            " VALUES (?, ?, ?, ?, ?, ?)",
-            [iso(self._clock.now()), action, scope, source, request_id, _iso(expires)],
+            "INSERT INTO consent_audit (ts, action, scope, source, request_id, expires_at,"
+            " person_id) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [iso(self._clock.now()), action, scope, source, request_id, _iso(expires), person],
         )
 
-    def write(self, action: str, scope: str, source: str, expires: datetime | None) -> SyncWrite:
-        """The `consent` write the cloud is told (SPEC §3.2 as this build extends it)."""
+    def write(
+        self,
+        action: str,
+        scope: str,
+        source: str,
+        expires: datetime | None,
+        person: str = HOUSEHOLD,
+    ) -> SyncWrite:
+        """The `consent` write the cloud is told (SPEC §3.2 as this build extends it), with
+        whose grant it is (SPEC 5.7)."""
         payload: dict[str, Any] = {
             "action": action,
             "scope": scope,
             "source": source,
             "at": iso(self._clock.now()),
+            "person_id": person,
         }
         if expires is not None:
             payload["expires_at"] = iso(expires)

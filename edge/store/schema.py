@@ -43,4 +43,6 @@ MIGRATIONS: list[Migration] = [
     *_of("sync_0003_outbox_without_rowid"),  # 20
     *reports_owed.MIGRATIONS,  # 21 edge_0008_reports_owed
     *_of("taskmanager_0005_agents"),  # 22
+    *_of("cache_0007_people"),  # 23
+    *consent.MIGRATIONS_2,  # 24 edge_0009_consent_per_person
 ]

@@ -53,7 +53,7 @@ class Home:
             db=self.db,
             clock=self.clock,
             policy=MemoryPolicy(),
-            consents=lambda: frozenset(self.consent),
+            consents=lambda _person: frozenset(self.consent),
         )
         self.ops = MemoryOps(
             memory=self.memory,

@@ -35,8 +35,8 @@ def test_a_turn_reads_the_latest_session_once(
     reads: list[SessionRow | None] = []
     real = memory.store.latest_session
 
-    def counted() -> SessionRow | None:
-        reads.append(row := real())
+    def counted(person: str = "household") -> SessionRow | None:
+        reads.append(row := real(person))
         return row
 
     monkeypatch.setattr(memory.store, "latest_session", counted)
