@@ -271,7 +271,7 @@ class WorkflowStore:
         Returns the ended ids removed and how many trace rows went."""
         patterns = [p for p in (fragments(t) for t in texts) if p is not None]
         turns = set(turn_ids)
-        hit: dict[str, bool] = {}  # workflow id -> ended
+        hit: dict[str, str | None] = {}  # workflow id -> its status (None: a trace alone)
         for workflow_id, status, turn_id, doc in self._db.execute(
             "SELECT workflow_id, status, turn_id, doc FROM workflows"
         ).fetchall():
@@ -279,7 +279,14 @@ class WorkflowStore:
                 p.search(fold(s)) for s in _strings(json.loads(doc)) for p in patterns
             )
             if turn_id in turns or quoted:
-                hit[str(workflow_id)] = status in TERMINAL_WORKFLOW
+                hit[str(workflow_id)] = str(status)
+        if patterns:  # a trace may quote what the document no longer holds (an answered ask)
+            for workflow_id, detail, status in self._db.execute(
+                "SELECT t.workflow_id, t.detail, w.status FROM workflow_trace t"
+                " LEFT JOIN workflows w USING (workflow_id)"
+            ).fetchall():
+                if str(workflow_id) not in hit and any(p.search(fold(detail)) for p in patterns):
+                    hit[str(workflow_id)] = status
         if not hit:
             return [], 0
         ids = sorted(hit)
@@ -289,7 +296,7 @@ class WorkflowStore:
                 f"DELETE FROM workflow_trace WHERE workflow_id IN ({marks})", ids
             ).rowcount
         )
-        ended = [w for w in ids if hit[w]]
+        ended = [w for w in ids if hit[w] in TERMINAL_WORKFLOW]
         if ended:
             gone = ",".join("?" * len(ended))
             self._db.execute(f"DELETE FROM workflows WHERE workflow_id IN ({gone})", ended)
