@@ -118,14 +118,20 @@ def every_turn_answered(sim: Sim, _before: int) -> list[str]:
 # --- safety ---------------------------------------------------------------------------------
 @oracle("pui_answered_at_once")
 def pui_answered_at_once(sim: Sim, before: int) -> list[str]:
-    """A press that reached the device is answered in the same step, storage or not."""
+    """A press that reached the device is answered, and the tasks it stops are sent their
+    cancels, in the same step, storage or not (SPEC 2.4: safety does not wait for storage)."""
     out = []
     answered = {s.body.get("event_id") for s in sim.wire.topics("pui/result")}
+    cancelled = {s.body.get("task_id") for s in sim.wire.sent if "/task/cancel/" in s.topic}
+    refusing = sim.storage_until >= 0
     for event_id, step in sim.model.presses.items():
-        if step == sim.step and event_id in sim.model.pressed_reached and event_id not in answered:
-            out.append(
-                f"PUI press {event_id} not answered (storage refusing: {sim.storage_until >= 0})"
-            )
+        if step != sim.step or event_id not in sim.model.pressed_reached:
+            continue
+        if event_id not in answered:
+            out.append(f"PUI press {event_id} not answered (storage refusing: {refusing})")
+        for task_id in sim.model.press_tasks.get(event_id, []):
+            if task_id not in cancelled:
+                out.append(f"PUI press {event_id}: {task_id} not sent its cancel ({refusing})")
     return out
 
 

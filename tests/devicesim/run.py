@@ -72,6 +72,7 @@ class Model:
     # the grants the device said it held, from when (its wall clock): scope -> until (wall)
     grant_log: list[tuple[datetime, dict[str, datetime | None]]] = field(default_factory=list)
     presses: dict[str, int] = field(default_factory=dict)  # event_id -> step
+    press_tasks: dict[str, list[str]] = field(default_factory=dict)  # its running tasks then
     pushed: dict[str, str] = field(default_factory=dict)  # workflow_id -> room
     early: set[str] = field(default_factory=set)
     reached: set[str] = field(default_factory=set)  # turn ids the device took in
