@@ -15,13 +15,20 @@ from typing import Any
 from edge.cli.change import ask, report
 from edge.cli.kit import EXIT_OK, Subparsers, add_limit, command, group, positive_float, settings_of
 
-GRANT_COLUMNS = ("scope", "source", "granted_at", "expires_at")
+GRANT_COLUMNS = ("scope", "person", "source", "granted_at", "expires_at")
+PERSON_HELP = "whose grant (SPEC 5.7: a person id; default: the household's)"
 SCOPE_HELP = "category:<name> (e.g. category:health) or capability:<id> (e.g. capability:vital_app)"
 
 
 def _grant_rows(grants: list[dict[str, Any]]) -> list[list[str]]:
     return [
-        [g["scope"], g["source"], g.get("granted_at", "-"), g.get("expires_at", "-")]
+        [
+            g["scope"],
+            g.get("person", "household"),
+            g["source"],
+            g.get("granted_at", "-"),
+            g.get("expires_at", "-"),
+        ]
         for g in grants
     ]
 
@@ -69,13 +76,18 @@ def _change(args: argparse.Namespace, command_name: str, payload: dict[str, Any]
 
 def cmd_consent_grant(args: argparse.Namespace) -> int:
     payload: dict[str, Any] = {"scope": args.scope}
+    if args.person is not None:
+        payload["person"] = args.person
     if args.ttl is not None:
         payload["ttl_s"] = args.ttl
     return _change(args, "consent.grant", payload)
 
 
 def cmd_consent_revoke(args: argparse.Namespace) -> int:
-    return _change(args, "consent.revoke", {"scope": args.scope})
+    payload: dict[str, Any] = {"scope": args.scope}
+    if args.person is not None:
+        payload["person"] = args.person
+    return _change(args, "consent.revoke", payload)
 
 
 def register(sub: Subparsers) -> None:
@@ -94,6 +106,7 @@ def register(sub: Subparsers) -> None:
         description="Through the running service when one answers, else directly.",
     )
     grant.add_argument("scope", metavar="SCOPE", help=SCOPE_HELP)
+    grant.add_argument("--person", metavar="PERSON_ID", help=PERSON_HELP)
     grant.add_argument(
         "--ttl", type=positive_float, metavar="S", help="seconds until it expires (default: never)"
     )
@@ -104,3 +117,4 @@ def register(sub: Subparsers) -> None:
         cmd_consent_revoke,
     )
     revoke.add_argument("scope", metavar="SCOPE", help=SCOPE_HELP)
+    revoke.add_argument("--person", metavar="PERSON_ID", help=PERSON_HELP)

@@ -19,7 +19,9 @@ FORGET_TARGETS: list[tuple[str, str, str, str]] = [
     ("--pair", "pair", "PAIR_ID", "one question/answer pair (ids: `memory pairs`)"),
     ("--session", "session", "SESSION_ID", "a session and its pairs (ids: `memory sessions`)"),
     ("--key", "profile_key", "KEY", "a profile key (e.g. preferred_room) and its evidence"),
+    ("--person", "person", "PERSON_ID", "everything of one person of the household (SPEC 5.7)"),
 ]
+PERSON_HELP = "one person's memory only (SPEC 5.7; `household`: the household's)"
 # flag, argparse keywords, the admin request's argument it sets (left out when not given)
 FORGET_OPTIONS: list[tuple[str, dict[str, Any], str]] = [
     (
@@ -38,7 +40,7 @@ def cmd_memory_show(args: argparse.Namespace) -> int:
     from edge.cli import out as cli_out
     from edge.views import state as views
 
-    shown = views.memory_show(settings_of(args))
+    shown = views.memory_show(settings_of(args), args.person)
     if args.json:
         cli_out.emit_json(shown)
         return EXIT_OK
@@ -63,7 +65,9 @@ def cmd_memory_show(args: argparse.Namespace) -> int:
 def cmd_memory_snapshot(args: argparse.Namespace) -> int:
     from edge.views import state as views
 
-    snapshot, size = views.memory_snapshot(settings_of(args), getattr(args, "utterance", None))
+    snapshot, size = views.memory_snapshot(
+        settings_of(args), getattr(args, "utterance", None), args.person or "household"
+    )
     if args.json:
         print(json.dumps({"bytes": size, "snapshot": snapshot}, ensure_ascii=False))
     else:
@@ -76,7 +80,7 @@ def cmd_memory_pairs(args: argparse.Namespace) -> int:
     from edge.cli import out as cli_out
     from edge.views import state as views
 
-    rows = views.pairs(settings_of(args), args.limit, args.session)
+    rows = views.pairs(settings_of(args), args.limit, args.session, args.person)
     if args.json:
         cli_out.emit_json(rows)
         return EXIT_OK
@@ -93,7 +97,7 @@ def cmd_memory_sessions(args: argparse.Namespace) -> int:
     from edge.cli import out as cli_out
     from edge.views import state as views
 
-    rows = views.sessions(settings_of(args), args.limit)
+    rows = views.sessions(settings_of(args), args.limit, args.person)
     if args.json:
         cli_out.emit_json(rows)
         return EXIT_OK
@@ -170,7 +174,10 @@ def register(sub: Subparsers) -> None:
         "memory",
         "the memory cache: show, snapshot, pairs, sessions; forget and revoke",
     )
-    command(memory, "show", "tiers, counts, profile items with status and sources", cmd_memory_show)
+    show = command(
+        memory, "show", "tiers, counts, profile items with status and sources", cmd_memory_show
+    )
+    show.add_argument("--person", metavar="PERSON_ID", help=PERSON_HELP)
     snap = command(
         memory,
         "snapshot",
@@ -183,11 +190,18 @@ def register(sub: Subparsers) -> None:
         metavar="TEXT",
         help="the snapshot a turn with these words would send (focused on them, SPEC 5.2)",
     )
+    snap.add_argument(
+        "--person",
+        metavar="PERSON_ID",
+        help="the snapshot this person's turn would send (SPEC 5.7; default: the household's)",
+    )
     pairs = command(memory, "pairs", "question/answer pairs, newest first", cmd_memory_pairs)
     add_limit(pairs, 50, "pairs")
     pairs.add_argument("--session", metavar="SESSION_ID", help="only this session's pairs")
+    pairs.add_argument("--person", metavar="PERSON_ID", help=PERSON_HELP)
     sessions = command(memory, "sessions", "sessions, most recent first", cmd_memory_sessions)
     add_limit(sessions, 50, "sessions")
+    sessions.add_argument("--person", metavar="PERSON_ID", help=PERSON_HELP)
     _add_forget(memory)
     revoke = command(
         memory,

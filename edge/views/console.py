@@ -11,6 +11,7 @@ from typing import Any
 
 from a2a_common.clock import SystemClock
 from a2a_common.jsonx import canonical
+from a2a_common.people import HOUSEHOLD
 from cache import Memory
 from cache.profile import value_key
 from edge.config.policies import privacy_policy
@@ -111,15 +112,25 @@ def memory(settings: Settings) -> dict[str, Any]:
     (never texts), and a withheld value where the privacy policy keeps the category out of a
     snapshot."""
     shown = views.memory_show(settings)
-    consented = frozenset(g["scope"].split(":", 1)[1] for g in consent(settings)["grants"])
+    # SPEC 5.7: a person's item is shown under that person's grants, the household's under its
+    grants: dict[str, set[str]] = {}
+    for g in consent(settings)["grants"]:
+        if g["scope"].startswith("category:"):
+            grants.setdefault(g.get("person", HOUSEHOLD), set()).add(g["scope"].split(":", 1)[1])
+    consented = frozenset(grants.get(HOUSEHOLD, set()))
     by_status: dict[str, list[dict[str, Any]]] = {s: [] for s in STATUSES}
     with views.readonly_db(settings) as db:
         mem = views._memory(db, settings)
-        counts = {(r["key"], r["value"]): mem.profile.window_counts(r) for r in mem.profile.items()}
+        counts = {
+            (r["person_id"], r["key"], r["value"]): mem.profile.window_counts(r)
+            for r in mem.profile.items()
+        }
         promotion = mem.policy.promotion
     for item in shown["profile_items"]:
-        mentions, days = counts.get((item["key"], value_key(item["value"])), (0, 0))
-        reason = _withheld_reason(settings, item["category"], consented)
+        whose = item["person_id"]
+        mentions, days = counts.get((whose, item["key"], value_key(item["value"])), (0, 0))
+        held = frozenset(grants.get(whose, set()))
+        reason = _withheld_reason(settings, item["category"], held)
         if reason:
             item["value"] = None
             item["withheld"] = reason
@@ -127,6 +138,7 @@ def memory(settings: Settings) -> dict[str, Any]:
         by_status.setdefault(item.get("state", item["status"]), []).append(item)  # by state
     return {
         "tiers": shown["tiers"],
+        "people": shown["people"],  # per person: pairs, sessions, summaries, items (SPEC 5.7)
         "promotion": {
             "min_mentions": promotion.min_mentions,
             "min_days": promotion.min_days,

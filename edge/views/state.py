@@ -16,6 +16,7 @@ from typing import Any
 from a2a_common.clock import SystemClock, iso, parse_iso, seconds_between
 from a2a_common.db import Database
 from a2a_common.jsonx import canonical
+from a2a_common.people import HOUSEHOLD
 from a2a_common.sqlite import open_readonly, schema_version
 from cache import SYNC_REFUSED, CacheStore, Memory, list_pairs, list_sessions, state_of
 from edge.config.service_view import service_settings
@@ -105,6 +106,8 @@ def status(settings: Settings) -> dict[str, Any]:
             "pairs": counts.pairs,
             "sessions": counts.sessions,
             "turns_pending": counts.turns_pending,
+            # SPEC 5.7: per person (and the household): pairs, sessions, summaries, items
+            "people": cache.people_counts(),
             "mqtt_outbox": DurableOutbox(db=db, clock=SystemClock()).pending(),
             "sync_outbox": sync_outbox.pending(),
             "sync_dead_letters": sync_outbox.dead_count(),
@@ -160,14 +163,16 @@ def _ready(settings: Settings, beat: dict[str, Any]) -> bool:
     return holder is not None and beat.get("ready") is True and beat.get("pid") == holder.pid
 
 
-def pairs(settings: Settings, limit: int, session_id: str | None = None) -> list[dict[str, Any]]:
+def pairs(
+    settings: Settings, limit: int, session_id: str | None = None, person: str | None = None
+) -> list[dict[str, Any]]:
     with readonly_db(settings) as db:
-        return list_pairs(db, limit, session_id)
+        return list_pairs(db, limit, session_id, person)
 
 
-def sessions(settings: Settings, limit: int) -> list[dict[str, Any]]:
+def sessions(settings: Settings, limit: int, person: str | None = None) -> list[dict[str, Any]]:
     with readonly_db(settings) as db:
-        return list_sessions(db, limit)
+        return list_sessions(db, limit, person)
 
 
 def inbox_dead(settings: Settings, limit: int = 100) -> list[dict[str, Any]]:
@@ -178,8 +183,13 @@ def inbox_dead(settings: Settings, limit: int = 100) -> list[dict[str, Any]]:
 
 def _memory(db: Database, settings: Settings) -> Memory:
     from edge.config.policies import memory_policy
+    from edge.store.consent import ConsentRegister
 
-    return Memory(db=db, clock=SystemClock(), policy=memory_policy(settings))
+    # the register's grants too: a preview is what the next turn would send (SPEC 5.6, 5.7)
+    register = ConsentRegister(db=db, clock=SystemClock())
+    return Memory(
+        db=db, clock=SystemClock(), policy=memory_policy(settings), consents=register.categories
+    )
 
 
 def _why(row: dict[str, Any], memory: Memory) -> str:
@@ -196,12 +206,14 @@ def _why(row: dict[str, Any], memory: Memory) -> str:
     return ""
 
 
-def memory_show(settings: Settings) -> dict[str, Any]:
+def memory_show(settings: Settings, person: str | None = None) -> dict[str, Any]:
+    """Everything the cache holds, or (`person`, SPEC 5.7) one person's memory only."""
     with readonly_db(settings) as db:
         memory = _memory(db, settings)
-        latest = memory.store.latest_session()
+        latest = memory.store.latest_session(person or HOUSEHOLD)
         items = [
             {
+                "person_id": row["person_id"],
                 "key": row["key"],
                 "value": json.loads(row["value"]),
                 "status": row["status"],
@@ -219,21 +231,26 @@ def memory_show(settings: Settings) -> dict[str, Any]:
                     for name in ("candidate", "summary", "session", "pair")
                 },
             }
-            for row in memory.profile.items()
+            for row in memory.profile.items(person=person)
         ]
         by_status: dict[str, int] = {}
         for item in items:
             by_status[item["status"]] = by_status.get(item["status"], 0) + 1
         counts = memory.store.counts()
+        tiers: dict[str, Any] = {
+            "pairs": counts.pairs,
+            "pairs_unsynced": counts.pairs_unsynced,
+            "sessions": counts.sessions,
+            "daily_summaries": counts.daily_summaries,
+            "weekly_digests": counts.weekly_digests,
+        }
+        people = memory.store.people_counts()
+        if person is not None:  # one person's rows only
+            tiers = {k: v for k, v in people.get(person, {}).items() if k != "profile_items"}
+            tiers = {"pairs": 0, "sessions": 0, "daily_summaries": 0} | tiers
         return {
-            "tiers": {
-                "pairs": counts.pairs,
-                "pairs_unsynced": counts.pairs_unsynced,
-                "sessions": counts.sessions,
-                "daily_summaries": counts.daily_summaries,
-                "weekly_digests": counts.weekly_digests,
-                "profile_items": by_status,
-            },
+            **({"person": person} if person is not None else {"people": people}),
+            "tiers": tiers | {"profile_items": by_status},
             "current_session": latest.session_id if latest else None,
             "device_state": {
                 key: memory.state(key)
@@ -247,15 +264,18 @@ def memory_show(settings: Settings) -> dict[str, Any]:
         }
 
 
-def memory_snapshot(settings: Settings, utterance: str | None = None) -> tuple[dict[str, Any], int]:
-    """The snapshot the next turn would send (without its own session id) and its byte size;
-    with `utterance`, the one a turn with those words would send (the retained device context)."""
+def memory_snapshot(
+    settings: Settings, utterance: str | None = None, person: str = HOUSEHOLD
+) -> tuple[dict[str, Any], int]:
+    """The snapshot `person`'s next turn would send (without its own session id) and its byte
+    size; with `utterance`, the one a turn with those words would send (the retained device
+    context)."""
     with readonly_db(settings) as db:
         memory = _memory(db, settings)
-        session = memory.session_for(None, memory.now())
+        session = memory.session_for(None, memory.now(), person)
         context = memory.state("device_context", {}) if utterance is not None else None
         context = context if isinstance(context, dict) else {}
-        snapshot = memory.snapshot(session, utterance, context)
+        snapshot = memory.snapshot(session, utterance, context, person)
         return snapshot, len(canonical(snapshot))
 
 

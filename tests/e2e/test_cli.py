@@ -309,7 +309,14 @@ def test_read_commands_print_tables_or_documented_json_and_status_exit_3_when_st
     assert set(pairs[0]) >= {"pair_id", "session_id", "created_at", "status", "synced"}
     sessions = cli.json("memory", "sessions", "--config", config)
     assert len(sessions) == 1 and sessions[0]["pairs"] == 2
-    assert set(sessions[0]) == {"session_id", "started_at", "last_turn_at", "pairs", "has_summary"}
+    assert set(sessions[0]) == {
+        "session_id",
+        "started_at",
+        "last_turn_at",
+        "pairs",
+        "has_summary",
+        "person_id",  # SPEC 5.7: whose session
+    }
     assert len(cli.json("memory", "pairs", "--limit", "1", "--config", config)) == 1
     code, out, _ = cli("memory", "pairs", "--config", config)
     assert out.split()[:2] == ["pair_id", "session_id"] and pairs[1]["pair_id"] in out

@@ -9,6 +9,9 @@ under the state dir."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +21,13 @@ from tests.conftest import ROOT, RuntimeFactory, StateRows, eventually, state_di
 from tests.e2e.test_changes_mind import Days
 from tests.e2e.test_consent import consent
 from tests.e2e.test_forget_copies import holding
+from tests.e2e.test_memory_cli import cli
 
 A, B = "mom-7", "son-3"
 MARK_A, MARK_B, MARK_U = "QxA7mark", "QxB7mark", "QxU7mark"
 MARK_AH = "QxH7pill"  # A's health words
 FORGET_OUT = f"{ROOT}/memory/forget/result"
+CLI = (sys.executable, "-m", "edge")
 
 
 def spoken(who: str | None, confidence: float = 0.95) -> dict[str, Any]:
@@ -57,7 +62,8 @@ def test_two_people_and_a_guest_never_share_memory(
     state_rows: StateRows,
 ) -> None:
     days = Days(tmp_path / "clock-offset")
-    runtime_factory(env={"A2A_CLOCK_OFFSET_FILE": str(days.offset)})
+    runtime = runtime_factory(env={"A2A_CLOCK_OFFSET_FILE": str(days.offset)})
+    config = str(runtime.config)
     # a speaker id with a wildcard is refused with its ref, the turn answered, nothing kept
     bad = probe.turn("t-bad", f"안녕 {MARK_A}", speaker={"id": "mom/#", "confidence": 0.9})
     assert (bad["status"], bad["error"]) == ("rejected", "invalid_field"), bad
@@ -107,7 +113,17 @@ def test_two_people_and_a_guest_never_share_memory(
     probe.turn("a-1", "안녕", **spoken(A))
     probe.turn("b-1", "안녕", **spoken(B))
     probe.turn("g-1", "안녕")
-    assert consent(probe, "c-a", grant | {"request_id": "c-a", "person": A})["ok"] is True
+    granted = subprocess.run(  # on the service's clock, as the operator's shell would be
+        [*CLI, "consent", "grant", "category:health", "--person", A, "--json", "--config", config],
+        env=os.environ | {"A2A_CLOCK_OFFSET_FILE": str(days.offset)},
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    ).stdout
+    assert {"scope": "category:health", "person": A} in [
+        {k: g.get(k) for k in ("scope", "person")} for g in json.loads(granted)["result"]["grants"]
+    ], granted
     probe.turn("a-2", "안녕?", **spoken(A))
     probe.turn("b-2", "안녕?", **spoken(B))
     probe.turn("g-2", "안녕?")
@@ -127,6 +143,24 @@ def test_two_people_and_a_guest_never_share_memory(
     pairs = [w["payload"] for w in synced() if w["kind"] == "short_term_pair"]
     assert {p["person_id"] for p in pairs if MARK_A in p["user_text"]} == {A}
     assert {p["person_id"] for p in pairs if MARK_U in p["user_text"]} == {"household"}
+
+    # the CLI shows one person's memory (SPEC 5.7), read-only while the service runs
+    def shown(*args: str) -> Any:
+        return json.loads(cli(*args, "--json", "--config", config))
+
+    a_pairs = shown("memory", "pairs", "--person", A)
+    assert {p["person_id"] for p in a_pairs} == {A} and len(a_pairs) == 8, a_pairs
+    a_show = shown("memory", "show", "--person", A)
+    assert [(i["key"], i["value"], i["state"]) for i in a_show["profile_items"]] == [
+        ("preferred_room", "안방", "confirmed")
+    ]
+    assert a_show["tiers"]["pairs"] == 8 and a_show["person"] == A
+    b_snap = shown("memory", "snapshot", "--person", B, "--for", "안방 청정해줘")["snapshot"]
+    assert b_snap["short_term"]["recent_pairs"] and MARK_A not in json.dumps(b_snap)
+    assert MARK_AH in json.dumps(shown("memory", "snapshot", "--person", A)["snapshot"])
+    people = shown("status")["people"]
+    assert people[A]["pairs"] == 8 and people[B]["pairs"] == 6, people
+    assert people["household"]["pairs"] == 9, people
     # forgetting A: everything of A, one tombstone, B whole, no byte of A's markers anywhere
     b_before = person_rows(state_rows, B)
     probe.publish(f"{ROOT}/memory/forget", {"request_id": "f-a", "scope": "person", "id": A})

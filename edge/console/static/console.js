@@ -107,12 +107,18 @@ function memoryView(mem) {
         el("div", { class: "note" },
           `${item.category || "-"} · confidence ${item.confidence} · ${item.mentions} mentions · ` +
           `${item.window_mentions} and ${item.evidence_days}/${mem.promotion.min_days} days in the window · ` +
-          `origin ${item.origin}`),
+          `origin ${item.origin} · ${item.person_id === "household" ? "household" : `person ${item.person_id}`}`),
         el("div", { class: "note mono" }, `provenance ${src}`)));
     }
   }
   $("#blocked").textContent = `withheld from snapshots: ${mem.blocked_categories.join(", ") || "none"}`;
   fields($("#tiers"), mem.tiers);
+  const people = $("#people");  // SPEC 5.7: each person's memory, and the household's
+  if (people) {
+    fill(people.querySelector("tbody"), Object.entries(mem.people || {}).map(([who, c]) =>
+      el("tr", { "data-person": who }, el("td", {}, who), el("td", {}, c.pairs),
+        el("td", {}, c.sessions), el("td", {}, c.daily_summaries), el("td", {}, c.profile_items))));
+  }
 }
 
 function syncView(sync) {
