@@ -111,11 +111,17 @@ class Demo:
         )
 
     # --- conversation -------------------------------------------------------------------------
-    def turn(self, text: str) -> dict[str, Any]:
+    def turn(
+        self, text: str, speaker: tuple[str, str] | None = None, *, label: str = "사용자"
+    ) -> dict[str, Any]:
+        """One utterance; `speaker` (person id, how the demo names them) is who the voice
+        front-end recognised (SPEC 5.7), none for the household (`label`: e.g. a guest)."""
         self._n += 1
         turn_id = f"demo-{self._n:02d}"
-        self.say("user", f"사용자 ▶ {text}", "", turn_id=turn_id)
-        reply: dict[str, Any] = self.probe.turn(turn_id, text, timeout_s=15)
+        who = speaker[1] if speaker else label
+        self.say("user", f"{who} ▶ {text}", "", turn_id=turn_id)
+        fields = {"speaker": {"id": speaker[0], "confidence": 0.95}} if speaker else {}
+        reply: dict[str, Any] = self.probe.turn(turn_id, text, timeout_s=15, **fields)
         self.turns.append(reply)
         extra = f" [{reply['status']} {reply['route_family'] or '-'}"
         extra += f" {', '.join(reply['workflow_ids'])}]" if reply["workflow_ids"] else "]"
@@ -185,6 +191,7 @@ class Demo:
         demo_memory.change_of_mind(self)
         demo_memory.relevance_under_a_small_budget(self)
         demo_cancel.unconfirmed_cancel(self)
+        demo_memory.people_in_the_household(self)
 
     def _rooms_and_pui(self) -> None:
         self.say("scene", "1. 두 단계 방 워크플로", "a two-step room workflow")

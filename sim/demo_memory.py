@@ -94,3 +94,59 @@ def _focused(demo: Demo, text: str) -> dict[str, Any]:
     memory = settings.memory.model_copy(update={"snapshot_budget_bytes": SMALL_BUDGET})
     snapshot, _ = memory_snapshot(settings.model_copy(update={"memory": memory}), text)
     return snapshot
+
+
+MOM, SON = ("mom", "엄마"), ("son", "아들")
+GUEST = "손님"
+
+
+def people_in_the_household(demo: Demo) -> None:
+    """SPEC §5.7: two people whose songs differ and a guest. The cloud confirms each person's
+    song (sync `updates` naming `person_id`); each asks for a song and the planner gets their
+    own and the household's (골든, scene 11's), never the other's; the guest's turn is the
+    household's and carries the household's only."""
+    demo.say("scene", "13. 가족 두 사람과 손님", "two people of the household and a guest")
+    songs = {MOM[0]: "트로트 메들리", SON[0]: "케이팝 플레이리스트"}
+    items = [
+        {"key": "favorite_song", "value": song, "status": "confirmed", "confidence": 0.9}
+        for song in songs.values()
+    ]
+    for (person, _), item in zip((MOM, SON), items, strict=True):
+        update = {"person_id": person, "profile_items": [item]}
+        demo.cloud.script_sync({"status": 200, "updates": update})
+    demo.turn("고마워", MOM)  # its sync answer brings the scripted updates
+    demo.turn("고마워", SON)
+    demo.say(
+        "wait", "   (클라우드가 각자의 노래를 확정하는 중)", "the cloud confirms each one's song"
+    )
+    demo.wait(lambda: len(_songs(demo)) >= 2)
+    for speaker in (MOM, SON, None):
+        demo.turn("노래 틀어줘", speaker, label=GUEST)
+        got = _planner_songs(demo)
+        shown = ", ".join(got) or "-"
+        who_ko = speaker[1] if speaker else GUEST
+        who_en = speaker[0] if speaker else "the guest (household)"
+        demo.say(
+            "info",
+            f"   {who_ko}의 스냅샷: favorite_song = {shown}",
+            f"{who_en}'s snapshot: favorite_song = {shown}",
+            person=speaker[0] if speaker else "household",
+            songs=got,
+        )
+    demo.wait(lambda: demo.status()["pending"] == 0)
+
+
+def _songs(demo: Demo) -> list[str]:
+    from edge.config.settings import load_settings
+    from edge.views.state import memory_show
+
+    shown = memory_show(load_settings(demo.config))["profile_items"]
+    return [i["person_id"] for i in shown if i["key"] == "favorite_song"]
+
+
+def _planner_songs(demo: Demo) -> list[str]:
+    """Every favorite_song the planner got with the last turn (the speaker's own and the
+    household's, SPEC 5.7), sorted."""
+    body = demo.cloud.requests("/v1/a2a/turn")[-1]["body"]
+    items = body["voice_context"]["memory_snapshot"]["long_term"]["profile_items"]
+    return sorted(str(i["value"]) for i in items if i["key"] == "favorite_song")

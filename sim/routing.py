@@ -26,6 +26,7 @@ REST_WORDS = ("피곤", "쉬고", "쉴 수", "휴식", "명상", "힘들어")
 VITAL_WORDS = ("혈압", "심박", "맥박", "체온", "바이탈", "혈당")
 MEASURE_WORDS = ("재", "측정", "확인")
 FOLLOW_UP_WORDS = ("거기", "아까", "다시", "또", "한 번 더", "한번 더")
+MUSIC_WORDS = ("노래", "음악")
 ACCEPT_WORDS = ("응", "좋아", "그래", "네", "부탁해")
 CONSENT_WORDS = (*ACCEPT_WORDS, "동의")
 CONSENT_QUESTION = "바이탈 측정에 동의하시겠어요? 화면에서 동의를 눌러 주시면 측정 앱을 시작할게요."
@@ -72,8 +73,12 @@ def _remembered_room(memory: dict[str, Any]) -> str | None:
 
 
 def _preferred_room(memory: dict[str, Any]) -> str | None:
+    return _profile_value(memory, "preferred_room")
+
+
+def _profile_value(memory: dict[str, Any], key: str) -> str | None:
     for item in ((memory.get("long_term") or {}).get("profile_items")) or []:
-        if item.get("key") == "preferred_room" and isinstance(item.get("value"), str):
+        if item.get("key") == key and isinstance(item.get("value"), str):
             return str(item["value"])
     return None
 
@@ -269,4 +274,7 @@ def route(
         )
     if "안녕" in text:
         return Planned("DEF", "안녕하세요! 무엇을 도와드릴까요?")
+    if _has(text, MUSIC_WORDS):  # the speaker's own song, when the snapshot holds one (5.7)
+        song = _profile_value(memory, "favorite_song")
+        return Planned("DEF", f"{song} 틀어드릴게요." if song else "어떤 노래를 틀어드릴까요?")
     return Planned("DEF", "네, 말씀 잘 들었어요.")

@@ -97,11 +97,18 @@ def test_demo_plays_every_scene_and_sums_up(
     assert done.returncode == 0, done.stderr[-3000:]
     events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     scenes = [e["en"] for e in events if e["kind"] == "scene"]
-    assert len(scenes) == 12 and scenes[0] == "a two-step room workflow"
+    assert len(scenes) == 13 and scenes[0] == "a two-step room workflow"
     assert scenes[9:] == [
         "the user changes their mind",
         "relevance under a 1000-byte budget",
         "a cancel nobody confirms",
+        "two people of the household and a guest",
+    ]
+    # SPEC 5.7: each person's song and the household's (scene 11's 골든), never the other's
+    assert [(e["person"], e["songs"]) for e in events if "songs" in e] == [
+        ("mom", ["골든", "트로트 메들리"]),
+        ("son", ["골든", "케이팝 플레이리스트"]),
+        ("household", ["골든"]),
     ]
     # 안방 (confirmed on day 6) is contested by 거실 on day 8, then superseded by it on day 10
     assert [e["preferred"] for e in events if "preferred" in e] == ["안방", "-", "-", "거실"]
@@ -121,7 +128,7 @@ def test_demo_plays_every_scene_and_sums_up(
     ]
     summary = events[-1]
     assert summary["kind"] == "summary"
-    assert summary["turns"] == {"ok": 21, "offline": 2}
+    assert summary["turns"] == {"ok": 26, "offline": 2}
     assert summary["workflows"] == {"completed": 13, "cancelled": 3}
     assert summary["writes_synced"] >= 15 and summary["sync_pending"] == 0
     assert 0 < summary["snapshot_bytes"] <= 4096
