@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     )
     from cache.privacy import CategoryPolicy as CategoryPolicy
     from cache.privacy import PrivacyPolicy as PrivacyPolicy
+    from cache.profile import value_key as value_key
     from cache.promotion import (
         StepOutcome as StepOutcome,
     )
@@ -113,6 +114,7 @@ __all__ = [
     "relabel_if_changed",
     "shipped",
     "state_of",
+    "value_key",
 ]
 
 # name -> (submodule, attribute)
@@ -148,6 +150,7 @@ _FACE: Face = {
     "relabel_if_changed": ("cache.relabel", "relabel_if_changed"),
     "shipped": ("cache.lexicon", "shipped"),
     "state_of": ("cache.revision", "state_of"),
+    "value_key": ("cache.profile", "value_key"),
 }
 
 if not TYPE_CHECKING:  # a type checker sees the imports above and no catch-all

@@ -10,8 +10,7 @@ from typing import Any
 from edge.channel.topics import Topics
 from edge.store.outbound import DurableOutbox
 from edge.store.reports import Reports
-from taskmanager import CancelTask, Command, Message, Report
-from taskmanager.model import TERMINAL_STEP
+from taskmanager import TERMINAL_STEP, CancelTask, Command, Message, Report
 
 
 class TaskPublisher:

@@ -10,8 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from edge.config.settings import Settings
-from taskmanager.catalog import Catalog, load_catalog
-from taskmanager.effects import EffectCatalog, load_effects
+from taskmanager import Catalog, EffectCatalog, load_catalog, load_effects
 
 
 def load_catalogs(settings: Settings) -> tuple[Catalog, EffectCatalog]:

@@ -26,9 +26,19 @@ from a2a_common import jsonx
 from a2a_common.clock import Clock
 from edge.channel.mqtt import Inbound
 from edge.channel.topics import AdminRequestMsg, PuiEventMsg, TaskCallbackMsg, Topics, parse
-from taskmanager import CancelTask, Command, TaskManager, Workflow
-from taskmanager.board import Board
-from taskmanager.confirm import STOP_SUFFIX, Unconfirmed, Watch, on_due, verdict, watch_for
+from taskmanager import (
+    STOP_SUFFIX,
+    Board,
+    CancelTask,
+    Command,
+    TaskManager,
+    Unconfirmed,
+    Watch,
+    Workflow,
+    confirm_on_due,
+    confirm_verdict,
+    confirm_watch_for,
+)
 
 log = logging.getLogger(__name__)
 
@@ -183,7 +193,7 @@ class SafetyLane:
         step = wf.step(step_id) if wf else None
         operation, last = (step.operation_id, step.last_seq) if step else ("", 0)
         window = self._tm.watches.window_s
-        self._watches[task_id] = watch_for(cancel, step_id, operation, last, now, window)
+        self._watches[task_id] = confirm_watch_for(cancel, step_id, operation, last, now, window)
 
     # --- the confirmation windows ---------------------------------------------------------------
     def _all(self) -> dict[str, Watch]:
@@ -198,7 +208,7 @@ class SafetyLane:
         now = self._clock.now()
         for task_id, watch in sorted(self._all().items()):
             stop = self._tm.catalog.safe_stop(watch.capability_id)
-            new, effects = on_due(watch, now, self._tm.watches.window_s, stop)
+            new, effects = confirm_on_due(watch, now, self._tm.watches.window_s, stop)
             if new == watch:
                 continue
             self._watches[task_id] = new
@@ -221,7 +231,9 @@ class SafetyLane:
         if not isinstance(msg, TaskCallbackMsg):
             return
         watch = self._all().get(msg.task_id.removesuffix(STOP_SUFFIX))
-        if watch is not None and verdict(watch, msg.task_id, msg.seq, msg.status) == "confirm":
+        if watch is None:
+            return
+        if confirm_verdict(watch, msg.task_id, msg.seq, msg.status) == "confirm":
             self._confirmed.add(watch.task_id)
             self.alarms.discard(watch.task_id)
 

@@ -12,8 +12,7 @@ from typing import Any
 from a2a_common.clock import SystemClock
 from a2a_common.jsonx import canonical
 from a2a_common.people import HOUSEHOLD
-from cache import Memory
-from cache.profile import value_key
+from cache import Memory, value_key
 from edge.config.policies import privacy_policy
 from edge.config.settings import Settings
 from edge.views import state as views
