@@ -280,7 +280,8 @@ def decide(board: Board, event: Event, now: datetime) -> Outcome:
     elif isinstance(event, Callback):
         _on_callback(new, event, ctx)
     elif isinstance(event, Tick):
-        _on_tick(new, ctx)
+        if event.deadlines:
+            _on_tick(new, ctx)
     elif isinstance(event, Cancel):
         _on_cancel(new, event, ctx)
     elif isinstance(event, Redispatch):

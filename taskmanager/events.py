@@ -34,7 +34,9 @@ class Callback:
 
 @dataclass(frozen=True)
 class Tick:
-    pass
+    # False: only what a freed resource lets start, no deadline fired — a release applied from
+    # the held backlog must not fire deadlines ahead of inputs that came before them
+    deadlines: bool = True
 
 
 @dataclass(frozen=True)

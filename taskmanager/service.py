@@ -335,7 +335,10 @@ class TaskManager:
         if resource is None or self.board.fenced.get(resource) != task_id:
             return result
         del self.board.fenced[resource]
-        result.merge(self._apply(Tick()))
+        # the next step on it starts; deadlines fire at their own tick, not here (a release
+        # applied from the held backlog would fire them ahead of inputs that came before them:
+        # tests/edge/test_held_order.py)
+        result.merge(self._apply(Tick(deadlines=False)))
         return result
 
     def _workflow(self, workflow_id: str) -> Workflow | None:
