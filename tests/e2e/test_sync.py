@@ -204,6 +204,8 @@ def test_sync_cli_status_and_replay_with_requeue(
     cloud.reject_writes(None)
     answer = cli("sync", "replay", "--requeue-dead")  # through the running service
     assert answer["ok"] and answer["result"]["requeued"] == 1
+    took = answer["result"]
+    assert (took["cloud_url"], took["sent_by"]) == (cloud.url, "the service")
     eventually(lambda: synced_turns(cloud) == ["off-000", "off-002", "off-001"], 15)
     assert runtime.terminate() == 0
 
@@ -214,5 +216,12 @@ def test_sync_cli_status_and_replay_with_requeue(
     assert cli("sync", "status")["pending"] == 2
     cloud.set_faults()
     answer = cli("sync", "replay")
-    assert answer["ok"] and answer["result"] == {"sent": 2, "pending": 0, "requeued": 0, "dead": 0}
+    assert answer["ok"] and answer["result"] == {
+        "sent": 2,
+        "pending": 0,
+        "requeued": 0,
+        "dead": 0,
+        "cloud_url": cloud.url,  # which cloud, and who sent (c1ee6fe: the answer names both)
+        "sent_by": "here",
+    }
     assert synced_turns(cloud)[-2:] == ["later-000", "later-001"]
