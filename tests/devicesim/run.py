@@ -7,6 +7,7 @@ Adding a fault: a branch in `Sim.fault` and a weight in `FAULTS`."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -69,8 +70,6 @@ class Model:
     forgotten: dict[str, int] = field(default_factory=dict)  # marker -> wire index of the forget
     forgets: dict[str, list[str]] = field(default_factory=dict)  # request_id -> its markers
     consents: dict[str, dict[str, Any]] = field(default_factory=dict)
-    # the grants the device said it held, from when (its wall clock): scope -> until (wall)
-    grant_log: list[tuple[datetime, dict[str, datetime | None]]] = field(default_factory=list)
     presses: dict[str, int] = field(default_factory=dict)  # event_id -> step
     press_tasks: dict[str, list[str]] = field(default_factory=dict)  # its running tasks then
     pushed: dict[str, str] = field(default_factory=dict)  # workflow_id -> room
@@ -134,7 +133,6 @@ class Sim:
         self.config.write_text(f'device_id = "{DEVICE}"\nstate_dir = "{workdir / "state"}"\n')
         self.boot: Boot | None = None
         self.per_capability = True  # agents answer on their own topic (set at the first boot)
-        self._grants_seen = 0  # wire index up to which consent answers were read
 
     # --- what peers and oracles use -----------------------------------------------------------
     @property
@@ -191,22 +189,24 @@ class Sim:
                 self.model.reached.add(turn_id)
 
     def consented(self, scope_name: str, at: datetime | None = None) -> bool:
-        """Whether the device held consent for a category at `at` (default: now), as its
-        `consent/result` answers said; at the very instant of a change, either side counts
-        (within one millisecond the order of a turn and a revoke is not the oracle's)."""
+        """Whether the device held consent for a category at `at` (default: now), as its own
+        append-only record says (`consent_audit`: every grant, revoke and noticed expiry, with
+        the instant); at the very instant of a change either side counts (within a millisecond
+        the order of a turn and a grant is not the oracle's)."""
         at = at or self.clock.now()
-        scope = f"category:{scope_name}"
-        before: dict[str, datetime | None] = {}
-        sides = []
-        for since, held in self.model.grant_log:
-            if since < at:
-                before = held
-            elif since == at:
-                sides.append(held)
-        return any(
-            scope in g and (g[scope] is None or g[scope] > at)  # type: ignore[operator]
-            for g in [before, *sides]
+        rows = self.rows(
+            "SELECT ts, action, expires_at FROM consent_audit WHERE scope = ? ORDER BY id",
+            f"category:{scope_name}",
         )
+        held_before, sides = False, []
+        for ts, action, expires_at in rows:
+            when = parse_iso(ts)
+            held = action == "grant" and (expires_at is None or parse_iso(expires_at) > at)
+            if when < at:
+                held_before = held
+            elif when == at:
+                sides.append(held)
+        return held_before or any(sides)
 
     def active(self) -> list[str]:
         return sorted(self.device.app.tm.active_ids())
@@ -301,26 +301,9 @@ class Sim:
             self.inputs[name] += 1
             self._log(said)
         await self._agents_act()
-        self._note_grants()
         self._log(f"out {_digest(self.wire.sent[before:], self.kind)}")
         violations = check_step(self, before)
         self._fail(violations)
-
-    def _note_grants(self) -> None:
-        """The consent the device says it holds (every `consent/result` lists them all), from
-        every answer since the last look (a quiet spell's too)."""
-        since, self._grants_seen = self._grants_seen, len(self.wire.sent)
-        for sent in self.wire.topics("consent/result", since):
-            grants = sent.body.get("grants")
-            if not isinstance(grants, list):
-                continue
-            held = {
-                str(g["scope"]): parse_iso(g["expires_at"]) if g.get("expires_at") else None
-                for g in grants
-            }
-            at = sent.at or self.clock.now()
-            self.model.grant_log = [e for e in self.model.grant_log if e[0] < at]
-            self.model.grant_log.append((at, held))
 
     def _draw(self, weights: dict[str, float]) -> str:
         names = sorted(weights)
@@ -413,6 +396,13 @@ class Sim:
             self.device.take(redelivered)
 
     async def crash(self) -> None:
+        # what the device held in memory only (the broker lost its session meanwhile) is gone
+        # with the process: nobody can answer it (MQTT: the sender's broker lost it)
+        for msg in self.wire.orphans.values():
+            if self.kind(msg.topic) == "turn/request":
+                with contextlib.suppress(ValueError, AttributeError):
+                    self.model.reached.discard(json.loads(msg.payload).get("turn_id"))
+        self.wire.orphans.clear()
         self.device.crash()
         self.boot = None
         await settle()
@@ -437,7 +427,6 @@ class Sim:
             self.clock.advance(3.0)
             await self._agents_act()
             await settle()
-            self._note_grants()
             app = self.device.app
             due = app.next_due()
             soon = due is not None and (due - self.clock.now()).total_seconds() < 30

@@ -40,6 +40,8 @@ class SimWire:
     in_mid: int = 0
     queued: list[Inbound] = field(default_factory=list)  # at the broker, for the device
     unacked: dict[int, Inbound] = field(default_factory=dict)  # delivered, not acknowledged
+    # delivered, not acknowledged, and the broker lost the session: only the device has them
+    orphans: dict[int, Inbound] = field(default_factory=dict)
 
     # --- what the device's code calls (MqttChannel's surface) --------------------------------
     @property
@@ -94,6 +96,7 @@ class SimWire:
 
     def ack(self, message: Inbound) -> None:
         self.acked.add(message.mid)
+        self.orphans.pop(message.mid, None)
         self.acked_at.setdefault(message.mid, len(self.sent))
         self.unacked.pop(message.mid, None)
 
@@ -115,6 +118,7 @@ class SimWire:
         again = list(self.unacked.values()) if session_kept else []
         if not session_kept:
             self.queued.clear()
+            self.orphans.update(self.unacked)
         self.unacked.clear()
         waiting, self.queued = self.queued, []
         return [*again, *waiting]
