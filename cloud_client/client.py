@@ -21,7 +21,7 @@ from cloud_client.errors import (
     CloudTransient,
     CloudUnavailable,
 )
-from cloud_client.models import TurnRequest, TurnResponse
+from cloud_client.models import BatchAnswer, TurnRequest, TurnResponse
 from cloud_client.retry import retrying
 from cloud_client.tls import describe, ssl_cause
 
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     import httpx
 
 TURN_PATH = "/v1/a2a/turn"
+BATCH_REFUSED = (400, 404)  # SPEC §3.3: a cloud that does not take the batch form
 
 
 class CloudClient:
@@ -173,6 +174,31 @@ class CloudClient:
             self._unreachable = False  # it answered, just not well
             raise
         raise CloudUnavailable(f"no answer from {path}")  # pragma: no cover - reraise=True
+
+    async def post_batch(
+        self, path: str, body: dict[str, Any], *, deadline_s: float, max_attempts: int = 5
+    ) -> int | None:
+        """POST a batch (`body["batch"]`, SPEC §3.3): how many of its entries the cloud took,
+        in order (at most all), or None when the cloud does not take the batch form — a 404 or
+        400, or a 2xx without an `accepted` count (a cloud that ignored the form answers so).
+        A 409 is a batch the cloud had already taken (a retry with the same `request_id`).
+        Retries and the deadline are `post_json`'s, with the same body and `request_id`."""
+        size = len(body["batch"])
+        try:
+            status, answer = await self.post_json(
+                path, body, deadline_s=deadline_s, max_attempts=max_attempts
+            )
+        except CloudRejected as exc:
+            if exc.status in BATCH_REFUSED:
+                return None
+            raise
+        if status == 409:
+            return size
+        try:
+            accepted = BatchAnswer.model_validate(answer).accepted
+        except ValidationError:
+            return None
+        return min(accepted, size)
 
     async def turn(
         self,

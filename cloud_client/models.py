@@ -20,6 +20,7 @@ from pydantic import (
     ConfigDict,
     Field,
     PlainSerializer,
+    StrictInt,
     StringConstraints,
     ValidationInfo,
 )
@@ -121,6 +122,12 @@ class MemoryUpdateWire(_Response):
     sync: SyncWire | None = None
     write_candidates: WriteCandidatesWire = WriteCandidatesWire()
     device_cache_update: DeviceCacheUpdateWire = DeviceCacheUpdateWire()
+
+
+class BatchAnswer(_Response):
+    """The answer to a batch of terminal reports (SPEC §3.3): how many the cloud took."""
+
+    accepted: StrictInt = Field(ge=0)
 
 
 class TurnResponse(_Response):

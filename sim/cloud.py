@@ -7,7 +7,16 @@ A control surface under `/_sim/` lets tests inject faults and read the request l
 
 - `POST /_sim/faults` `{"latency_s", "status", "malformed", "drop", "times"}` — `times` limits how
   many requests the fault hits (absent: until reset);
-- `GET /_sim/requests` — every request received, oldest first;
+- `GET /_sim/requests` — every request received, oldest first; a batch of workflow reports
+  (SPEC §3.3) is one record per report, its body the single form's, marked `batch` (the batch's
+  `request_id`);
+- `GET /_sim/posts` — every HTTP request as it came (`path`, `reports`: how many it carried);
+- `GET /_sim/reports` — workflow reports taken, each once by `request_id` whichever road it came
+  by (event, batch, `task_terminal` write), and the duplicates seen;
+- `POST /_sim/batch` `{"refuse": 404 | 400 | null, "accept_max": n | null, "hold": "events" |
+  "batch" | null}` — a cloud without the batch form, one that takes a batch only up to
+  `accept_max` reports, answers to events (or to batches) held after they were applied (a
+  device killed meanwhile never reads them) until `hold` is set again;
 - `POST /_sim/sync` `{"script": [{"status": 409, "updates": {…}}, …], "reject_marker",
   "reject_mode": "rejected" | "http422"}` — scripted memory-sync answers and poison writes;
 - `GET /_sim/sync` — how many writes were applied (each once), duplicates seen, their order;
@@ -28,10 +37,29 @@ from sim.planner import memory_sync, plan_turn, supervise
 
 log = logging.getLogger(__name__)
 MAX_BODY = 16 * 1024 * 1024
+EVENTS = "/v1/a2a/workflow/events"
+HOLD_MAX_S = 120.0  # a held answer goes at the latest then
+
+
+def _batch_of(body: Any) -> list[dict[str, Any]] | None:
+    """The entries of a batch of reports (None: not one); an entry that is no object is {}."""
+    if not isinstance(body, dict) or not isinstance(body.get("batch"), list):
+        return None
+    return [e if isinstance(e, dict) else {} for e in body["batch"]]
+
+
+def _entry_ok(entry: dict[str, Any]) -> bool:
+    return (
+        isinstance(entry.get("workflow_id"), str)
+        and isinstance(entry.get("event"), dict)
+        and isinstance(entry.get("workflow"), dict)
+    )
 
 
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
+    fault = Faults()  # the one this request takes
+    batch: list[dict[str, Any]] | None = None  # this request's batch of reports, if one
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True  # headers and body go in two writes
 
@@ -39,6 +67,8 @@ class _Handler(BaseHTTPRequestHandler):
         log.debug("%s " + format, self.address_string(), *args)
 
     def _send(self, status: int, body: Any, raw: bytes | None = None) -> None:
+        if self.path == EVENTS:
+            self._held()
         data = raw if raw is not None else json.dumps(body, ensure_ascii=False).encode("utf-8")
         self.send_response(status)
         self.send_header("content-type", "application/json; charset=utf-8")
@@ -70,6 +100,13 @@ class _Handler(BaseHTTPRequestHandler):
                         "order": [w.get("write_id") for w in state.applied_log],
                     },
                 )
+        elif self.path == "/_sim/posts":
+            with state.lock:
+                self._send(200, list(state.posts))
+        elif self.path == "/_sim/reports":
+            with state.lock:
+                taken = dict(state.reports)
+                self._send(200, {"taken": taken, "duplicates": state.report_duplicates})
         elif self.path == "/_sim/health":
             self._send(200, {"ok": True})
         else:
@@ -81,14 +118,17 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path.startswith("/_sim/"):
             self._control(body)
             return
-        with state.lock:
-            state.requests.append({"path": self.path, "body": body, "at": time.time()})
-        fault = state.take_fault(self.path)
+        self._record(body)
+        self.batch = _batch_of(body) if self.path == EVENTS else None
+        fault = self.fault = state.take_fault(self.path)
         if fault.latency_s:
             time.sleep(fault.latency_s)
         if fault.drop:
             self.close_connection = True
             self.connection.shutdown(2)
+            return
+        if state.refuse_batch is not None and self.batch is not None:
+            self._send(state.refuse_batch, {"error": "batch_not_supported"})
             return
         if fault.status is not None:
             self._send(fault.status, {"error": "injected", "status": fault.status})
@@ -120,10 +160,53 @@ class _Handler(BaseHTTPRequestHandler):
         elif self.path == "/v1/a2a/memory/sync":
             status, answer = memory_sync(state, device, body)
             self._send(status, answer)
-        elif self.path == "/v1/a2a/workflow/events":
+        elif self.path == EVENTS and "batch" in body:
+            self._batch(body)
+        elif self.path == EVENTS:
+            with state.lock:
+                state.take_report(body.get("request_id"))
             self._send(200, {"decision": supervise(state, body)})
         else:
             self._send(404, {"error": "not_found"})
+
+    def _held(self) -> None:
+        """Wait while this answer is held (`POST /_sim/batch` `hold`), at most HOLD_MAX_S."""
+        state = self.server.state
+        kind = "batch" if self.batch is not None else "events"
+        with state.changed:
+            state.held += 1
+            state.changed.notify_all()
+            state.changed.wait_for(lambda: state.hold not in (kind, "events"), HOLD_MAX_S)
+            state.held -= 1
+
+    def _record(self, body: Any) -> None:
+        now, state = time.time(), self.server.state
+        batch = _batch_of(body) if self.path == EVENTS else None
+        with state.lock:
+            state.posts.append(
+                {"path": self.path, "reports": 1 if batch is None else len(batch), "at": now}
+            )
+            if batch is None:
+                state.requests.append({"path": self.path, "body": body, "at": now})
+                return
+            for entry in batch:
+                single = {"device_id": body.get("device_id"), **entry, "decision_requested": False}
+                mark = body.get("request_id")
+                state.requests.append({"path": self.path, "body": single, "at": now, "batch": mark})
+
+    def _batch(self, body: dict[str, Any]) -> None:
+        """Terminal reports several in one request (SPEC §3.3): the first `accept_max` taken."""
+        state = self.server.state
+        batch = _batch_of(body)
+        if not batch or not all(_entry_ok(e) for e in batch):
+            self._send(400, {"error": "bad_request", "detail": "batch entries are invalid"})
+            return
+        limit = state.accept_max
+        accepted = len(batch) if limit is None else min(limit, len(batch))
+        with state.lock:
+            for entry in batch[:accepted]:
+                state.take_report(entry.get("request_id"))
+        self._send(200, {"accepted": accepted})
 
     def _control(self, body: Any) -> None:
         state = self.server.state
@@ -139,10 +222,18 @@ class _Handler(BaseHTTPRequestHandler):
                     state.reject_marker = body["reject_marker"]
                 state.reject_mode = body.get("reject_mode", state.reject_mode)
             self._send(200, {"ok": True})
+        elif self.path == "/_sim/batch" and isinstance(body, dict):
+            with state.changed:
+                state.refuse_batch = body.get("refuse", state.refuse_batch)
+                state.accept_max = body.get("accept_max", state.accept_max)
+                state.hold = body.get("hold", state.hold)
+                state.changed.notify_all()
+            self._send(200, {"ok": True})
         elif self.path == "/_sim/reset":
             with state.lock:
                 state.faults = Faults()
                 state.requests.clear()
+                state.posts.clear()
             self._send(200, {"ok": True})
         else:
             self._send(404, {"error": "not_found"})
@@ -216,6 +307,34 @@ class SimCloud:
         """Writes whose payload contains `marker` are rejected (or the whole batch: `http422`)."""
         with self.state.lock:
             self.state.reject_marker, self.state.reject_mode = marker, mode
+
+    def posts(self, path: str | None = None) -> list[dict[str, Any]]:
+        """Every HTTP request as it came (`reports`: how many reports a batch carried)."""
+        with self.state.lock:
+            return [p for p in self.state.posts if path is None or p["path"] == path]
+
+    def reports(self) -> dict[str, int]:
+        """Workflow reports taken: `request_id` -> times received (1: no duplicate)."""
+        with self.state.lock:
+            return dict(self.state.reports)
+
+    def batch_faults(self, *, refuse: int | None = None, accept_max: int | None = None) -> None:
+        """Batches of reports answered `refuse` (404, 400: no batch form), or taken only up
+        to `accept_max` reports (the first ones)."""
+        with self.state.lock:
+            self.state.refuse_batch, self.state.accept_max = refuse, accept_max
+
+    def hold_answers(self, kind: str | None) -> None:
+        """Hold answers to events ("events") or to batches only ("batch") once applied, or
+        let them go (None)."""
+        with self.state.changed:
+            self.state.hold = kind
+            self.state.changed.notify_all()
+
+    def held(self) -> int:
+        """Answers waiting on a hold now."""
+        with self.state.lock:
+            return self.state.held
 
     def synced(self) -> list[dict[str, Any]]:
         """Writes applied, in order, each once."""

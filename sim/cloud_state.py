@@ -26,6 +26,13 @@ class CloudState:
     applied: dict[str, int] = field(default_factory=dict)  # write_id -> times applied (1)
     applied_log: list[dict[str, Any]] = field(default_factory=list)  # in application order
     duplicates: int = 0  # writes received again and acked without applying
+    posts: list[dict[str, Any]] = field(default_factory=list)  # every HTTP request, as sent
+    reports: dict[str, int] = field(default_factory=dict)  # report request_id -> times taken
+    report_duplicates: int = 0  # reports received again, by either road, not applied again
+    refuse_batch: int | None = None  # a batch of reports is answered this (404, 400): SPEC 3.3
+    accept_max: int | None = None  # a batch of reports: at most this many taken (the first)
+    hold: str | None = None  # answers held ("events": every event's, "batch": a batch's)
+    held: int = 0  # answers waiting on `hold` now
     sync_script: list[dict[str, Any]] = field(default_factory=list)
     reject_marker: str | None = None
     reject_mode: str = "rejected"  # or "http422": the whole batch is refused
@@ -56,6 +63,19 @@ class CloudState:
                 if current.times <= 0:
                     self.faults = Faults()
             return current
+
+    def __post_init__(self) -> None:
+        self.changed = threading.Condition(self.lock)  # `hold` changed
+
+    def take_report(self, request_id: object) -> None:
+        """A workflow report taken (an event, an entry of a batch, a `task_terminal` write):
+        applied once per `request_id`, whichever road it came by (call under `lock`)."""
+        key = str(request_id)
+        if key in self.reports:
+            self.reports[key] += 1
+            self.report_duplicates += 1
+        else:
+            self.reports[key] = 1
 
     def next_sync(self, device_id: str) -> dict[str, str]:
         with self.lock:

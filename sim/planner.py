@@ -104,6 +104,8 @@ def memory_sync(state: CloudState, device: str, body: dict[str, Any]) -> tuple[i
                 state.applied[write_id] = 1
                 state.applied_log.append(write)
                 _learn(state, device, write)
+                if write.get("kind") == "task_terminal":
+                    state.take_report((write.get("payload") or {}).get("request_id"))
             acked.append(write_id)
     updates = script.get("updates") if scripted else None
     return 200, {

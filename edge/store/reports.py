@@ -1,6 +1,8 @@
 """Workflow reports to the cloud (SPEC §3.3): decision and terminal events, after the commit
-that caused them, through one worker (one request in flight, in order). A terminal report is on
-disk from that commit until the cloud took it (`edge/store/reports_owed.py`): one the cloud does not
+that caused them, through one worker (one request in flight, in order); the terminal reports
+waiting when a send starts go in one request (SPEC §3.3's batch form,
+`edge/store/report_batches.py`) until a cloud refuses that form. A terminal report is on disk
+from that commit until the cloud took it (`edge/store/reports_owed.py`): one the cloud does not
 take, and every one a stop or a power cut left, goes through the sync outbox as a
 `task_terminal` write. Without a worker (the CLI while no service runs) it goes there at once,
 in the unit of work that caused it, so the service sends it when it next starts."""
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from functools import partial
@@ -18,6 +21,7 @@ from a2a_common.clock import Clock
 from a2a_common.ids import new_ulid
 from a2a_common.writes import SyncWrite
 from cloud_client import CloudClient, CloudError
+from edge.store.report_batches import Waiting, batch_body, take
 from edge.store.reports_owed import OwedReports
 from sync import SyncOutbox
 from taskmanager import Report
@@ -48,11 +52,13 @@ class Reports:
         self._device_id = device_id
         self._deadline_s = deadline_s
         self._live = live
-        self._queue: asyncio.Queue[tuple[Report, dict[str, Any]]] = asyncio.Queue()
+        self._waiting: deque[Waiting] = deque()  # committed, not taken by a send yet
+        self._ready: asyncio.Event | None = None  # the worker's (made on its loop)
+        self._batches = True  # until the cloud refuses the batch form (SPEC §3.3: till restart)
         # bodies made (and terminal ones owed) in a unit of work, until it commits; what a
         # rolled-back unit left is dropped with the next settle past STASH_MAX
         self._made: dict[int, tuple[Report, dict[str, Any]]] = {}
-        self._sending: tuple[str, asyncio.Task[None]] | None = None  # workflow_id, its send
+        self._sending: tuple[set[str], asyncio.Task[None]] | None = None  # workflows, their send
         # workflows whose report asked the supervisor and went to the replay at start without
         # its question: told "no answer" by the worker first (or they would wait forever)
         self._unanswered: set[str] = set()
@@ -76,7 +82,24 @@ class Reports:
         if self._live:
             for report in reports:
                 made = self._made.pop(id(report), None)
-                self._queue.put_nowait(made or (report, self._body(report)))
+                self._waiting.append(made or (report, self._body(report)))
+            if self._ready is not None:
+                self._ready.set()
+
+    @property
+    def waiting(self) -> int:
+        """Reports committed and not taken by a send yet."""
+        return len(self._waiting)
+
+    @property
+    def idle(self) -> bool:
+        """Nothing waiting and nothing being sent."""
+        return not self._waiting and self._sending is None
+
+    @property
+    def batches(self) -> bool:
+        """Terminal reports still go several in one request (False once the cloud refused)."""
+        return self._batches
 
     def recover(self, unit: Unit) -> int:
         """At start: what a power cut left owed goes through the replay. A report among them
@@ -104,10 +127,14 @@ class Reports:
             self._told.add(workflow_id)
             decide(workflow_id, None)
         self._unanswered.clear()
+        self._ready = ready = asyncio.Event()
         while True:
-            report, body = await self._queue.get()
-            send = asyncio.create_task(self._send(report, body, apply, decide))
-            self._sending = (report.workflow_id, send)
+            while not self._waiting:
+                ready.clear()
+                await ready.wait()
+            group = take(self._waiting, batches=self._batches)  # never waits for more
+            send = asyncio.create_task(self._send_group(group, apply, decide))
+            self._sending = ({report.workflow_id for report, _ in group}, send)
             try:
                 await asyncio.wait({send})  # a cancel of the worker is not the send's own
             except asyncio.CancelledError:
@@ -115,30 +142,84 @@ class Reports:
                 raise
             finally:
                 self._sending = None
-            if not send.cancelled() and send.exception() is not None:  # never stop the worker
+            if send.cancelled():  # a forget: the batch's other reports go again
+                if len(group) > 1:
+                    self._waiting.extendleft(reversed(group))
+            elif send.exception() is not None:  # never stop the worker
                 log.error(
                     "reporting workflow %s failed",
-                    report.workflow_id,
+                    group[0][0].workflow_id,
                     exc_info=send.exception(),
                 )
 
     def forgotten(self, workflow_ids: set[str]) -> None:
         """After the commit of a forget that removed these workflows (and their owed reports):
-        the report being sent for one of them, retries and all, is given up (SPEC §5.5)."""
-        if self._sending is not None and self._sending[0] in workflow_ids:
-            log.info("workflow %s was forgotten: its report is not sent", self._sending[0])
+        the report being sent for one of them, retries and all, is given up (SPEC §5.5); the
+        other reports of its batch are sent again (the cloud dedupes them by `request_id`)."""
+        if self._sending is not None and self._sending[0] & workflow_ids:
+            gone = sorted(self._sending[0] & workflow_ids)
+            log.info("workflow %s was forgotten: its report is not sent", ", ".join(gone))
             self._sending[1].cancel()
 
     def keep_left(self, unit: Unit) -> int:
         """At a stop: the terminal reports not delivered yet (queued, or the one in flight) go
         through the sync outbox, in one unit (SPEC §6: a clean stop loses no write). The one in
         flight may have reached the cloud: it keeps its request_id, so the cloud can tell."""
-        while not self._queue.empty():
-            self._queue.get_nowait()
+        self._waiting.clear()
         return self._replay_owed(unit, "the service stopped")
 
     def _body(self, report: Report) -> dict[str, Any]:
         return {"request_id": new_ulid(self._clock), "device_id": self._device_id, **report.body}
+
+    async def _send_group(
+        self, group: list[Waiting], apply: Apply, decide: Callable[[str, Any], None]
+    ) -> None:
+        if len(group) == 1:
+            await self._send(*group[0], apply, decide)
+            return
+        owed = self.owed.owed_among([body["request_id"] for _, body in group])
+        group = [(report, body) for report, body in group if body["request_id"] in owed]
+        if len(group) <= 1:  # forgotten or moved meanwhile (terminal, no decision asked)
+            for report, body in group:
+                await self._send(report, body, apply, decide)
+            return
+        await self._send_batch(group, apply, decide)
+
+    async def _send_batch(
+        self, group: list[Waiting], apply: Apply, decide: Callable[[str, Any], None]
+    ) -> None:
+        """Terminal reports in one request. Taken: delivered. The first `accepted` of a
+        partial answer are taken, the rest go to the replay, as a single report the cloud did
+        not take. Refused (404, 400, no count): single events from now on, these first."""
+        ids = [body["request_id"] for _, body in group]
+        request = batch_body(new_ulid(self._clock), self._device_id, [b for _, b in group])
+        try:
+            accepted = await self._cloud.post_batch(
+                EVENTS_PATH, request, deadline_s=self._deadline_s
+            )
+        except CloudError as exc:
+            log.warning("%d workflow reports not delivered: %s", len(group), exc)
+            apply("report answer", partial(self.owed.to_replay, ids))
+            log.info("%d workflow reports kept for the replay", len(group))
+            return
+        if accepted is None:
+            self._batches = False
+            log.warning(
+                "the cloud does not take workflow reports in batches: one per request from"
+                " now on (until the service restarts)"
+            )
+            for report, body in group:
+                await self._send(report, body, apply, decide)
+            return
+        for request_id in ids[:accepted]:
+            self.owed.delivered(request_id)
+        if accepted < len(ids):
+            log.warning(
+                "the cloud took %d of %d workflow reports: the rest kept for the replay",
+                accepted,
+                len(ids),
+            )
+            apply("report answer", partial(self.owed.to_replay, ids[accepted:]))
 
     async def _send(
         self,

@@ -89,11 +89,21 @@ class OwedReports:
         return self.to_replay([row[0] for row in rows]) if rows else 0
 
     def still_owed(self, request_id: str) -> bool:
-        """False once forgotten (`drop`) or moved to the sync outbox: nothing to send."""
-        row = self._db.execute(
-            "SELECT 1 FROM reports_owed WHERE request_id = ?", [request_id]
-        ).fetchone()
-        return row is not None
+        """False once forgotten (`drop`), moved to the sync outbox or delivered: nothing to
+        send."""
+        return bool(self.owed_among([request_id]))
+
+    def owed_among(self, request_ids: list[str]) -> set[str]:
+        """Those of `request_ids` still to send (`still_owed`), in one statement."""
+        delivered = set(self._delivered)
+        wanted = [r for r in request_ids if r not in delivered]
+        if not wanted:
+            return set()
+        marks = ",".join("?" * len(wanted))
+        rows = self._db.execute(
+            f"SELECT request_id FROM reports_owed WHERE request_id IN ({marks})", wanted
+        ).fetchall()
+        return {str(row[0]) for row in rows}
 
     def delivered(self, request_id: str) -> None:
         self._delivered.append(request_id)
