@@ -49,6 +49,17 @@ ensure_test_tools() {
             echo "bootstrap: no mosquitto-clients: the device-agent guide's test will skip" >&2
         fi
     fi
+    # tests/e2e/test_run_it_yourself.py runs the cloud team's Node.js planner (Node 18+);
+    # without node that test is skipped
+    if ! command -v node >/dev/null; then
+        if is_root && command -v apt-get >/dev/null; then
+            echo "bootstrap: installing nodejs (the cloud team's planner in the run-it-yourself test)" >&2
+            (apt_install nodejs) ||
+                echo "bootstrap: apt-get could not install nodejs: test_run_it_yourself will skip" >&2
+        else
+            echo "bootstrap: no node (Node.js 18+): tests/e2e/test_run_it_yourself.py will skip" >&2
+        fi
+    fi
     ensure_system_test_tools
 }
 
@@ -121,16 +132,27 @@ case "$command" in
         ensure_browser
         ensure_venv
         export PATH="$PWD/.venv/bin:$PATH:/usr/sbin"
-        echo "== ruff" && ruff check . && ruff format --check .
-        echo "== mypy --strict" && mypy
-        echo "== lint-imports" && lint-imports
+        # every check runs (a CI log shows them all); any that fails makes the exit non-zero
+        status=0
+        lint() {
+            local rc=0
+            "$@" || rc=$?
+            if [ "$rc" != 0 ]; then
+                echo "bootstrap: '$*' failed (exit $rc)" >&2
+                status=1
+            fi
+        }
+        echo "== ruff" && lint ruff check . && lint ruff format --check .
+        echo "== mypy --strict" && lint mypy
+        echo "== lint-imports" && lint lint-imports
         if [ $# -gt 1 ]; then
-            echo "== pytest" && exec pytest -q "${@:2}"
+            echo "== pytest"
+            pytest -q "${@:2}" || status=$?
+            exit "$status"
         fi
         # the systemd tests first, alone on the machine (beside a busy worker their unit's stop
         # failed: systemd "Failed to kill control group ...: Input/output error"), then the rest
-        # on A2A_TEST_WORKERS workers (2); exit non-zero when either part failed
-        status=0
+        # on A2A_TEST_WORKERS workers (2); exit non-zero when either part (or a check) failed
         echo "== pytest (the service under systemd, alone)"
         pytest -q -m system tests/system || { rc=$?; [ "$rc" = 5 ] || status=$rc; }
         echo "== pytest"
