@@ -3,7 +3,10 @@ loads every row and trims in Python; then the relevance-aware build (issue 19: f
 utterance of the routing cases) vs. today's unfocused one vs. a naive focus that scores every
 confirmed item and every daily summary in Python. Prints figures; asserts nothing.
 
-    .venv/bin/python -m bench.snapshot [--builds 1000]
+    .venv/bin/python -m bench.snapshot [--builds 1000] [--people 5]
+
+With `--people N` (default 5; 0: none) it then builds for a household of N people with a year
+each, in turn (bench/snapshot_people.py, SPEC §5.7).
 """
 
 from __future__ import annotations
@@ -237,6 +240,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--builds", type=int, default=1000)
     parser.add_argument("--naive-builds", type=int, default=50)
+    parser.add_argument("--people", type=int, default=5)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         db = open_state_db(Path(tmp) / "state.db", MIGRATIONS)
@@ -268,6 +272,10 @@ def main() -> None:
             record("snapshot", f"{name}_p99_ms", round(pct(values, 0.99), 3))
         record("snapshot", "ours_p99_ms", round(pct(ours, 0.99), 3))
         db.close()
+    if args.people:
+        from bench.snapshot_people import run
+
+        run(args.people, args.builds)
 
 
 if __name__ == "__main__":

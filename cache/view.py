@@ -109,17 +109,21 @@ class Whose:
     own: Shown  # the person's consent (the household's when the person is the household)
     household: Shown
 
+    def sides(
+        self, clause: Callable[[Shown], tuple[str, list[str]]]
+    ) -> list[tuple[str, str, list[str]]]:
+        """(person, `clause` under that person's consent, its parameters) of each side: the
+        household's, then the person's own (when the turn is someone's)."""
+        out = [(HOUSEHOLD, *clause(self.household))]
+        if self.person != HOUSEHOLD:
+            out.append((self.person, *clause(self.own)))
+        return out
+
     def clause(self, clause: Callable[[Shown], tuple[str, list[str]]]) -> tuple[str, list[str]]:
         """`clause` (what a `Shown` lets through) per side, joined by whose the row is."""
-        home_sql, home_params = clause(self.household)
-        home = f"(person_id = '{HOUSEHOLD}' AND {home_sql})"
-        if self.person == HOUSEHOLD:
-            return home, home_params
-        own_sql, own_params = clause(self.own)
-        return (
-            f"((person_id = ? AND {own_sql}) OR {home})",
-            [self.person, *own_params, *home_params],
-        )
+        sides = self.sides(clause)
+        sql = " OR ".join(f"(person_id = ? AND {side})" for _, side, _ in sides)
+        return f"({sql})", [p for person, _, ps in sides for p in [person, *ps]]
 
     def texts(self, cats: str = "categories", flag: str = "sensitive") -> tuple[str, list[str]]:
         return self.clause(lambda shown: shown.texts(cats, flag))
@@ -154,6 +158,25 @@ def read_lasting(
     )
 
 
+def _recent_pairs(db: Database, stamp: str, shown: Whose, limit: int) -> list[tuple[Any, ...]]:
+    """The newest answered, live, shown pairs of the turn's sides: each side's newest from the
+    (person, time) index, then the newest of those (one OR over both sides made SQLite read and
+    sort every pair of both)."""
+    parts, params = [], []
+    for person, sql, side_params in shown.sides(lambda s: s.texts()):
+        parts.append(
+            "SELECT * FROM (SELECT user_text, assistant_text, route_family, created_at, pair_id"
+            f" FROM pairs WHERE person_id = ? AND status != 'pending' AND {_LIVE} AND {sql}"
+            " ORDER BY created_at DESC, pair_id DESC LIMIT ?)"
+        )
+        params += [person, stamp, *side_params, limit]
+    rows = db.execute(
+        " UNION ALL ".join(parts) + " ORDER BY created_at DESC, pair_id DESC LIMIT ?",
+        [*params, limit],
+    ).fetchall()
+    return [row[:3] for row in rows]
+
+
 def read_view(
     db: Database,
     *,
@@ -177,13 +200,7 @@ def read_view(
     own = Shown.of(policy, consented)
     home = own if household_consented is None else Shown.of(policy, household_consented)
     shown = Whose(person, own, own if person == HOUSEHOLD else home)
-    sql, params = shown.texts()
-    pairs = db.execute(
-        "SELECT user_text, assistant_text, route_family FROM pairs"
-        f" WHERE status != 'pending' AND {_LIVE} AND {sql}"
-        " ORDER BY created_at DESC, pair_id DESC LIMIT ?",
-        [stamp, *params, recent_pairs],
-    ).fetchall()
+    pairs = _recent_pairs(db, stamp, shown, recent_pairs)
     summary = None
     if session_id is not None:
         s_sql, s_params = shown.texts("summary_categories", "summary_sensitive")
