@@ -252,7 +252,9 @@ def build_runtime(
     """Open the state DB (migrating it) and wire the service; raises StorageError."""
     clock = clock or SystemClock()
     reserve = Reserve(settings.state_db_path.parent, settings.storage.reserve_mb)
-    reserve.at_start()  # on a full disk: given back before the DB opens (SPEC 2.4)
+    full_at_start = reserve.full()
+    if full_at_start:
+        reserve.at_start()  # on a full disk: given back before the DB opens (SPEC 2.4)
     try:
         db = open_db(settings, clock)
     except StorageError as exc:
@@ -262,6 +264,10 @@ def build_runtime(
         # the PUI acting from memory; restarted (exit 1) once space is back
         db = open_on_full_disk(settings.state_db_path, len(MIGRATIONS))
         reserve.read_only = str(exc)
+    if not full_at_start:
+        # made only once the state DB passed its checks: a refused start (a symlink, a
+        # directory, a read-only dir) makes and logs nothing but its one line (SPEC §6)
+        reserve.at_start()
     # the service's connection never checkpoints inside a COMMIT: its checkpointer does, and
     # the first commit after it restarted the log trims the file (SPEC §6: the WAL's bound)
     db.execute("PRAGMA wal_autocheckpoint=0")
