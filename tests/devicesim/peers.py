@@ -71,6 +71,9 @@ def turn(sim: Sim) -> str:
         body["spoken_at"] = iso(sim.clock.now() - timedelta(seconds=rng.choice([90, -90])))
     if marker:
         sim.model.markers[marker] = turn_id
+    from tests.devicesim.people import speaker  # SPEC 5.7 (people.py: a cycle at import)
+
+    body |= speaker(sim, marker)
     sim.model.turn_bodies[turn_id] = body
     sim.send("turn/request", body)
     return f"turn {turn_id} {text[:24]!r}{'…' if len(text) > 24 else ''}"

@@ -25,6 +25,7 @@ from typing import Any
 from a2a_common.clock import ManualClock, parse_iso
 from edge.channel.mqtt import Inbound
 from edge.config.settings import Settings
+from tests.devicesim import people as _people  # noqa: F401  (registers its input and oracle)
 from tests.devicesim.cloud import SimCloud
 from tests.devicesim.device import Boot, boot
 from tests.devicesim.loop import VirtualLoop, restore_ids, seed_ids, settle
@@ -83,6 +84,7 @@ class Model:
         default_factory=dict
     )
     pressed_reached: set[str] = field(default_factory=set)  # PUI presses the device took in
+    people: dict[str, str] = field(default_factory=dict)  # marker -> whose (devicesim/people.py)
 
 
 class LogTap(logging.Handler):
