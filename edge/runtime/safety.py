@@ -212,12 +212,11 @@ class SafetyLane:
             if new == watch:
                 continue
             self._watches[task_id] = new
+            # the alarm is said before the stop goes out, as the TaskManager's own watch says
+            # it (taskmanager/watch.py) before the shell sends: a log read once the agent has
+            # the stop holds its line
             for effect in effects:
-                if isinstance(effect, CancelTask):
-                    self._publish(self._topics.task_cancel(effect.capability_id), effect.payload)
-                elif isinstance(effect, Command):  # a safe stop: it never expires
-                    self._publish(self._topics.task_command(effect.capability_id), effect.payload)
-                elif isinstance(effect, Unconfirmed):
+                if isinstance(effect, Unconfirmed):
                     self.alarms.add(task_id)
                     log.error(
                         "cancel of %s unconfirmed: safe stop %s commanded while the state DB"
@@ -225,6 +224,11 @@ class SafetyLane:
                         task_id,
                         effect.safe_stop or "(none in the catalog)",
                     )
+            for effect in effects:
+                if isinstance(effect, CancelTask):
+                    self._publish(self._topics.task_cancel(effect.capability_id), effect.payload)
+                elif isinstance(effect, Command):  # a safe stop: it never expires
+                    self._publish(self._topics.task_command(effect.capability_id), effect.payload)
 
     def _callback(self, payload: bytes) -> None:
         msg = parse(TaskCallbackMsg, payload, MAX_BYTES)
