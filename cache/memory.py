@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from a2a_common.clock import Clock, iso
+from a2a_common.clock import Clock, iso, parse_iso
 from a2a_common.db import Database
 from a2a_common.ids import new_id
 from a2a_common.people import HOUSEHOLD
@@ -119,6 +119,15 @@ class Memory:
             requested, latest, now, self.policy.session_idle_s, new_id("session", self._clock)
         )
 
+    def current_sessions(self, now: datetime) -> list[str]:
+        """Each person's session that is still going at `now` (within `session_idle_s`)."""
+        idle = self.policy.session_idle_s
+        return [
+            s.session_id
+            for s in self.store.latest_sessions()
+            if (now - parse_iso(s.last_turn_at)).total_seconds() < idle
+        ]
+
     def record_utterance(
         self,
         *,
@@ -136,7 +145,9 @@ class Memory:
         latest = self.store.latest_session(person)
         session_id = self._session_after(latest, requested_session, now, person)
         if latest is not None and latest.session_id != session_id:
-            self.sweeper.end_sessions(session_id)  # `store: session` items go with their session
+            # `store: session` items go with their session; the others' sessions go on
+            going = [s for s in self.current_sessions(now) if s != latest.session_id]
+            self.sweeper.end_sessions([session_id, *going])
         self.store.touch_session(session_id, now, person)
         pair_id = new_id("pair", self._clock)
         self.store.record_utterance(

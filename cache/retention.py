@@ -9,11 +9,20 @@ caller repeats while it reports more."""
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from datetime import datetime, timedelta
 
 from a2a_common.clock import iso
 from a2a_common.db import Database
 from cache.privacy import SENSITIVE_MAX_DAYS, PrivacyPolicy
+
+Current = str | Collection[str] | None  # the sessions still going (one per person, SPEC 5.7)
+
+
+def _live(current: Current) -> list[str]:
+    if current is None:
+        return []
+    return [current] if isinstance(current, str) else sorted(current)
 
 
 class Sweeper:
@@ -45,7 +54,7 @@ class Sweeper:
         return ids
 
     def sweep_batch(
-        self, now: datetime, current_session: str | None, limit: int = 500
+        self, now: datetime, current_session: Current, limit: int = 500
     ) -> dict[str, int]:
         """One batch, inside the caller's transaction; counts per tier (all zero: done). The
         ids of the pairs it deleted are in `expired_pairs` (for the outbox)."""
@@ -77,22 +86,24 @@ class Sweeper:
         counts["profile_items"] += self.end_sessions(current_session, limit)
         return counts
 
-    def _session_pairs(self, current_session: str | None, limit: int) -> list[str]:
-        """Pairs of a `store: session` category whose session is over."""
+    def _session_pairs(self, current_session: Current, limit: int) -> list[str]:
+        """Pairs of a `store: session` category whose session is over (each person's current
+        session goes on)."""
         scoped = self._privacy.session_scoped()
         if not scoped:
             return []
         marks = ",".join("?" * len(scoped))
+        live = _live(current_session)
+        going = f"session_id NOT IN ({','.join('?' * len(live))}) AND " if live else ""
         return self._delete_ids(
             "pairs",
             "pair_id",
-            f"session_id IS NOT ? AND EXISTS (SELECT 1 FROM json_each(pairs.categories)"
-            f" WHERE value IN ({marks}))",
-            [current_session, *scoped],
+            f"{going}EXISTS (SELECT 1 FROM json_each(pairs.categories) WHERE value IN ({marks}))",
+            [*live, *scoped],
             limit,
         )
 
-    def end_sessions(self, current_session: str | None, limit: int = 500) -> int:
+    def end_sessions(self, current_session: Current, limit: int = 500) -> int:
         """`store: session` items whose sessions are all over."""
         scoped = [c for c, p in self._privacy.categories.items() if p.store == "session"]
         if not scoped:
@@ -102,7 +113,8 @@ class Sweeper:
             f" ({','.join('?' * len(scoped))}) LIMIT ?",
             [*scoped, limit * 4],
         ).fetchall()
-        gone = [item_id for item_id, raw in rows if current_session not in json.loads(raw)]
+        live = set(_live(current_session))
+        gone = [item_id for item_id, raw in rows if not live & set(json.loads(raw))]
         gone = gone[:limit]
         if gone:
             self._db.execute(

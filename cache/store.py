@@ -41,6 +41,13 @@ class CacheStore:
         )
         return SessionRow(row[0], row[1]) if row else None
 
+    def latest_sessions(self) -> list[SessionRow]:
+        """Every person's newest session (and the household's)."""
+        rows = self._db.execute(
+            "SELECT session_id, max(last_turn_at) FROM sessions GROUP BY person_id ORDER BY 1"
+        ).fetchall()
+        return [SessionRow(r[0], r[1]) for r in rows]
+
     def session_person(self, session_id: str) -> str | None:
         """Whose session it is; None for a session not kept."""
         row = self._one("SELECT person_id FROM sessions WHERE session_id = ?", [session_id])

@@ -79,9 +79,8 @@ class MemoryOps:
     def sweep(self, limit: int = 500) -> dict[str, int]:
         """One bounded batch of retention, inside the caller's unit of work; all zero when
         nothing is left."""
-        latest = self._memory.store.latest_session()
         now = self._clock.now()
-        current = self._memory.session_for(None, now) if latest else None
+        current = self._memory.current_sessions(now)  # each person's, going on (SPEC 5.7)
         sweeper = self._memory.sweeper
         counts = sweeper.sweep_batch(now, current, limit)
         if sweeper.expired_pairs:  # an expired pair's unsent write must not outlive it

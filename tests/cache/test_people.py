@@ -302,3 +302,46 @@ def test_an_existing_cache_becomes_the_households_nothing_lost(tmp_path: Path) -
         m.tiers.put_daily("2026-06-01", "엄마 하루", person=MOM)
     assert db.execute("SELECT count(*) FROM daily_summaries").fetchone()[0] == 2
     db.close()
+
+
+def test_a_persons_session_scoped_words_outlive_another_persons_new_session(
+    tmp_path: Path,
+) -> None:
+    """`store: session` words end with their session — their own person's session: 아들
+    starting his session, or the retention sweep, does not end 엄마's, which goes on."""
+    from cache.privacy import CategoryPolicy, PrivacyPolicy
+    from edge.app.memory_ops import MemoryOps
+    from sync import SyncOutbox
+
+    privacy = PrivacyPolicy(categories={"diary": CategoryPolicy("session", share=True)})
+    db = open_state_db(tmp_path / "state.db", MIGRATIONS)
+    m = Memory(db=db, clock=SystemClock(), policy=MemoryPolicy(privacy=privacy))
+
+    def diary(when: str, person: str) -> None:
+        with freeze_time(when), m.db.atomic():
+            pair, session = m.record_utterance(
+                turn_id=f"{person}-{when}", requested_session=None, text="일기", person=person
+            )
+            changes = plan_update(
+                UpdateInput(reply_text="네", route_family="DEF", pair_category="diary"),
+                m.sync_position(),
+                frozenset(),
+            )
+            m.apply_turn(pair, session, changes)
+
+    def kept(person: str) -> int:
+        rows = db.execute("SELECT count(*) FROM pairs WHERE person_id = ?", [person])
+        return int(rows.fetchone()[0])
+
+    clock = SystemClock()  # freezegun moves it
+    ops = MemoryOps(memory=m, sync_outbox=SyncOutbox(db=db, clock=clock), clock=clock)
+
+    diary("2026-06-01T01:00:00Z", MOM)
+    diary("2026-06-01T01:05:00Z", SON)  # his first session: hers goes on
+    with freeze_time("2026-06-01T01:06:00Z"), m.db.atomic():
+        ops.sweep()  # the app's retention pass
+    assert (kept(MOM), kept(SON)) == (1, 1)
+    with freeze_time("2026-06-01T03:00:00Z"), m.db.atomic():  # both sessions idle now
+        ops.sweep()
+    assert (kept(MOM), kept(SON)) == (0, 0)
+    db.close()
