@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from a2a_common.people import HOUSEHOLD
 from cache import Memory, SyncPosition
 from cloud_client import SyncUpdates
 from sync import Pending, Position
@@ -40,10 +41,11 @@ class MemorySyncSink:
         """Writes whose text the privacy policy keeps on the device: a pair whose categories
         (as they are now: a later candidate may have made it sensitive) are not syncable, a
         profile write of such a category, and any write naming a category in its payload."""
-        privacy, consented = self._memory.policy.privacy, self._memory.consented()
-        out = []
+        privacy, out = self._memory.policy.privacy, []
         for write in writes:
             payload = write.payload
+            # whose text it is: under that person's consent (SPEC 5.7), the household's else
+            consented = self._memory.consented(str(payload.get("person_id") or HOUSEHOLD))
             cats = [payload.get("category")] if payload.get("category") else []
             if isinstance(payload.get("categories"), list):
                 cats += payload["categories"]

@@ -345,3 +345,31 @@ def test_a_persons_session_scoped_words_outlive_another_persons_new_session(
         ops.sweep()
     assert (kept(MOM), kept(SON)) == (0, 0)
     db.close()
+
+
+def test_a_sync_write_is_screened_under_its_persons_consent(tmp_path: Path) -> None:
+    """The replayer's last screen (`MemorySyncSink.withheld`) reads the consent of the person a
+    write belongs to: the household's grant of a shared sensitive category lets the household's
+    pair go, never a person's."""
+    from cache.privacy import CategoryPolicy, PrivacyPolicy
+    from edge.app.sync_sink import MemorySyncSink
+    from sync import Pending
+
+    privacy = PrivacyPolicy(categories={"health": CategoryPolicy("days:30", share=True)})
+    db = open_state_db(tmp_path / "state.db", MIGRATIONS)
+    grants = {HOUSEHOLD: frozenset({"health"})}
+    m = Memory(
+        db=db,
+        clock=SystemClock(),
+        policy=MemoryPolicy(privacy=privacy),
+        consents=lambda person: grants.get(person, frozenset()),
+    )
+    pairs = {}
+    for person in (HOUSEHOLD, MOM):
+        pairs[person], _, _ = say(m, "2026-06-01T01:00:00Z", "혈압약 먹었어", person)
+    pending = [
+        Pending(f"w-{p}", "short_term_pair", "T", m.store.pair_write(pair).payload)
+        for p, pair in pairs.items()
+    ]
+    assert MemorySyncSink(m).withheld(pending) == [f"w-{MOM}"]
+    db.close()
