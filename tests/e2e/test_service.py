@@ -66,21 +66,24 @@ def test_sighup_reloads_log_level_and_privacy(
         }
     )
 
-    def snapshot_sent(turn_id: str) -> dict:  # type: ignore[type-arg]
+    def snapshot_sent(turn_id: str, text: str) -> dict:  # type: ignore[type-arg]
         """The memory snapshot the runtime sent the cloud for this turn."""
-        probe.turn(turn_id, "안녕")
+        probe.turn(turn_id, text)
         body = cloud.requests("/v1/a2a/turn")[-1]["body"]
         return body["voice_context"]["memory_snapshot"]  # type: ignore[no-any-return]
 
-    snapshot_sent("t-1")
+    # the item is named ("high"), so it goes with the turn whenever consent allows: an item
+    # that matches nothing is standing context, sent with at most half the turns (fb25117)
+    names_it = "혈압 high 래"
+    snapshot_sent("t-1", "안녕")
     eventually(lambda: cloud.synced())  # the pair went up, the update came down
-    assert snapshot_sent("t-2")["long_term"]["profile_items"] == []  # health is not consented
+    assert snapshot_sent("t-2", names_it)["long_term"]["profile_items"] == []  # not consented
     config = runtime.config.read_text().replace('level = "INFO"', 'level = "DEBUG"')
     runtime.config.write_text(config + '\n[privacy]\nconsented_categories = ["health"]\n')
     assert runtime.proc is not None
     runtime.proc.send_signal(signal.SIGHUP)
     eventually(lambda: "reloaded: log level DEBUG" in runtime.log())
-    items = snapshot_sent("t-3")["long_term"]["profile_items"]
+    items = snapshot_sent("t-3", names_it)["long_term"]["profile_items"]
     assert items == [{"key": "blood_pressure", "value": "high", "category": "health"}]
 
 
