@@ -10,13 +10,15 @@ A control surface under `/_sim/` lets tests inject faults and read the request l
 - `GET /_sim/requests` — every request received, oldest first; a batch of workflow reports
   (SPEC §3.3) is one record per report, its body the single form's, marked `batch` (the batch's
   `request_id`);
-- `GET /_sim/posts` — every HTTP request as it came (`path`, `reports`: how many it carried);
+- `GET /_sim/posts` — every HTTP request as it came (`path`, `reports`: how many it carried,
+  `bytes`: its body's length);
 - `GET /_sim/reports` — workflow reports taken, each once by `request_id` whichever road it came
   by (event, batch, `task_terminal` write), and the duplicates seen;
 - `POST /_sim/batch` `{"refuse": 404 | 400 | null, "accept_max": n | null, "hold": "events" |
   "batch" | null}` — a cloud without the batch form, one that takes a batch only up to
   `accept_max` reports, answers to events (or to batches) held after they were applied (a
-  device killed meanwhile never reads them) until `hold` is set again;
+  device killed meanwhile never reads them) until `hold` is set again (`"let_go": n`: n of
+  them go all the same);
 - `POST /_sim/sync` `{"script": [{"status": 409, "updates": {…}}, …], "reject_marker",
   "reject_mode": "rejected" | "http422"}` — scripted memory-sync answers and poison writes;
 - `GET /_sim/sync` — how many writes were applied (each once), duplicates seen, their order;
@@ -176,16 +178,20 @@ class _Handler(BaseHTTPRequestHandler):
         with state.changed:
             state.held += 1
             state.changed.notify_all()
-            state.changed.wait_for(lambda: state.hold not in (kind, "events"), HOLD_MAX_S)
+            state.changed.wait_for(
+                lambda: state.hold not in (kind, "events") or state.let_go > 0, HOLD_MAX_S
+            )
+            if state.hold in (kind, "events") and state.let_go > 0:
+                state.let_go -= 1
             state.held -= 1
 
     def _record(self, body: Any) -> None:
         now, state = time.time(), self.server.state
         batch = _batch_of(body) if self.path == EVENTS else None
         with state.lock:
-            state.posts.append(
-                {"path": self.path, "reports": 1 if batch is None else len(batch), "at": now}
-            )
+            size = int(self.headers.get("content-length") or 0)
+            count = 1 if batch is None else len(batch)
+            state.posts.append({"path": self.path, "reports": count, "bytes": size, "at": now})
             if batch is None:
                 state.requests.append({"path": self.path, "body": body, "at": now})
                 return
@@ -227,6 +233,7 @@ class _Handler(BaseHTTPRequestHandler):
                 state.refuse_batch = body.get("refuse", state.refuse_batch)
                 state.accept_max = body.get("accept_max", state.accept_max)
                 state.hold = body.get("hold", state.hold)
+                state.let_go += int(body.get("let_go") or 0)
                 state.changed.notify_all()
             self._send(200, {"ok": True})
         elif self.path == "/_sim/reset":
@@ -329,6 +336,12 @@ class SimCloud:
         let them go (None)."""
         with self.state.changed:
             self.state.hold = kind
+            self.state.changed.notify_all()
+
+    def let_go(self, count: int = 1) -> None:
+        """This many held answers go (the next ones held too), the hold stays."""
+        with self.state.changed:
+            self.state.let_go += count
             self.state.changed.notify_all()
 
     def held(self) -> int:

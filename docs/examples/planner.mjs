@@ -97,6 +97,10 @@ function memorySync(body) {
 }
 
 function workflowEvent(body) {
+  // Terminal events may come several in one request (contract.md §3.3, the batch form): take
+  // each entry (its own request_id tells a repeat) and say how many. A planner that answers a
+  // batch otherwise gets single events from that robot until it restarts.
+  if (Array.isArray(body.batch)) return [200, { accepted: body.batch.length }];
   // A decision event asks what to do: null = no decision (the robot fails the workflow, or
   // waits for the user, and reports). A terminal event needs only a 200.
   return [200, body.decision_requested ? { decision: null } : {}];

@@ -44,7 +44,10 @@ class Reports:
         device_id: str,
         deadline_s: float,
         live: bool,
+        batch: bool = True,
     ) -> None:
+        """`batch`: False sends one report per request, as before issue 36 (bench/reports.py
+        compares the two)."""
         self._cloud = cloud
         self._clock = clock
         self._sync = sync_outbox
@@ -54,7 +57,7 @@ class Reports:
         self._live = live
         self._waiting: deque[Waiting] = deque()  # committed, not taken by a send yet
         self._ready: asyncio.Event | None = None  # the worker's (made on its loop)
-        self._batches = True  # until the cloud refuses the batch form (SPEC §3.3: till restart)
+        self._batches = batch  # till the cloud refuses the batch form (SPEC §3.3: till restart)
         # bodies made (and terminal ones owed) in a unit of work, until it commits; what a
         # rolled-back unit left is dropped with the next settle past STASH_MAX
         self._made: dict[int, tuple[Report, dict[str, Any]]] = {}

@@ -239,8 +239,9 @@ def test_the_cloud_teams_planner_passes_a_turn_a_sync_and_a_workflow_event(
     pairs = eventually(lambda: writes(stack, "short_term_pair"), 15)
     assert pairs[0]["turn_id"] == "turn-0001" and pairs[0]["workflow_id"] == workflow_id
 
-    def reported() -> list[str]:
-        return [e["event"]["status"] for e in to_planner(stack, "/v1/a2a/workflow/events")]
+    def reported() -> list[str]:  # a batch of terminal events (contract.md §3.3) counts each
+        bodies = to_planner(stack, "/v1/a2a/workflow/events")
+        return [e["event"]["status"] for b in bodies for e in b.get("batch", [b])]
 
     eventually(lambda: "WORKFLOW_COMPLETED" in reported(), 15)
     assert reported().count("COMPLETED") == 2  # each step's end, then the workflow's
