@@ -114,7 +114,7 @@ def test_a_predicate_added_by_a_reload_hides_its_conjugations_stored_before(
     extra = tmp_path / "extra.json"
     extra.write_text('{"hobby": ["낚시"]}', encoding="utf-8")
     runtime = runtime_factory(privacy={"lexicon_file": str(extra)})
-    probe.turn("t-1", "발목이 붓고 있어 MKZ")
+    probe.turn("t-1", "자고 나면 붓고 그래 MKZ")
     probe.turn("t-2", "안녕")
     assert "MKZ" in text(last_snapshot(cloud))  # not a known term yet
     extra.write_text('{"health": [{"term": "붓다", "match": "predicate"}]}', encoding="utf-8")
