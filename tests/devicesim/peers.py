@@ -107,7 +107,9 @@ def pui(sim: Sim) -> str:
     if active and sim.rng.random() < 0.4:
         body["workflow_id"] = sim.rng.choice(active)
     target = body.get("workflow_id")
-    running = [t for t, _cap in sim.running_tasks() if target is None or t.startswith(f"{target}:")]
+    running = [
+        t for t, _cap in sim.cancelable_tasks() if target is None or t.startswith(f"{target}:")
+    ]
     sim.model.presses[event_id] = sim.step
     sim.model.press_tasks[event_id] = running
     sim.send("pui/event", body)

@@ -231,14 +231,22 @@ class Sim:
                 out[marker] = str(rows[0][0])
         return out
 
-    def _tasks(self, statuses: tuple[str, ...]) -> list[tuple[str, str]]:
+    def _tasks(
+        self, statuses: tuple[str, ...], *, cancelable: bool = False
+    ) -> list[tuple[str, str]]:
         board = self.device.app.tm.board
         return [
             (f"{wf_id}:{step.step_id}", step.capability_id)
             for wf_id in sorted(board.workflows)
             for step in board.workflows[wf_id].steps
-            if step.status in statuses and step.kind == "task"
+            if step.status in statuses
+            and step.kind == "task"
+            and (step.cancelable or not cancelable)
         ]
+
+    def cancelable_tasks(self) -> list[tuple[str, str]]:
+        """Running tasks a cancel stops (a stop operation is not cancelable: it runs out)."""
+        return self._tasks(("DISPATCHED", "RUNNING"), cancelable=True)
 
     def cancels_watched(self) -> list[tuple[str, str]]:
         """Cancelled tasks whose agent has not confirmed yet: (task_id, capability)."""
