@@ -130,18 +130,26 @@ def test_a_revoked_item_leaves_the_next_snapshot_at_once(home: Home) -> None:
 
 
 def test_a_revoked_consent_hides_its_texts_from_the_next_snapshot(home: Home) -> None:
-    home.consent.add("health")
+    # 혈압 잰 날 measures blood pressure: vital and health (tests/fixtures/privacy_eval.md; the
+    # classifier tags it so since b581272), so its day needs both grants to go out.
+    home.consent.update({"health", "vital"})
     home.confirm("blood_pressure", "health")
     home.daily(24, "혈압 잰 날", "health")
     snap = home.memory.snapshot("s1")
     assert [i["key"] for i in snap["long_term"]["profile_items"]] == ["blood_pressure"]
-    assert snap["mid_term"]["daily_summaries"]
+    assert [d["summary"] for d in snap["mid_term"]["daily_summaries"]] == ["혈압 잰 날"]
     home.consent.discard("health")  # no write to any cached table: the key changes
     snap = home.memory.snapshot("s1")
     assert snap["long_term"]["profile_items"] == []
     assert snap["mid_term"]["daily_summaries"] == [] and snap["mid_term"]["weekly_digest"] == ""
     home.consent.add("health")
     assert home.items() == ["blood_pressure"]
+    snap = home.memory.snapshot("s1")
+    assert [d["summary"] for d in snap["mid_term"]["daily_summaries"]] == ["혈압 잰 날"]
+    home.consent.discard("vital")  # health alone: the item goes on, the reading's day does not
+    snap = home.memory.snapshot("s1")
+    assert [i["key"] for i in snap["long_term"]["profile_items"]] == ["blood_pressure"]
+    assert snap["mid_term"]["daily_summaries"] == [] and snap["mid_term"]["weekly_digest"] == ""
 
 
 def test_an_item_past_its_expiry_leaves_the_snapshot_before_any_sweep(home: Home) -> None:
