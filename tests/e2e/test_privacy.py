@@ -120,10 +120,13 @@ def test_cli_forget_and_revoke_with_and_without_the_service(
         assert done.returncode == code, done.stderr
         return json.loads(done.stdout)
 
-    online = cli("forget", "--session", "nope", code=1)  # nothing matched
+    # nothing matched: exit 1 and "ok": false (the JSON agrees with the exit code since c1ee6fe,
+    # docs/cli.md), with the service's result as it gave it
+    online = cli("forget", "--session", "nope", code=1)
     assert online == {
         "request_id": online["request_id"],
-        "ok": True,
+        "ok": False,
+        "error": "nothing matched: no session nope",
         "result": {
             "removed": {"pairs": 0, "sessions": 0, "profile_items": 0, "summaries": 0, "outbox": 0}
         },
@@ -132,4 +135,8 @@ def test_cli_forget_and_revoke_with_and_without_the_service(
     offline = cli("forget", "--all", "--yes")
     assert offline["ok"] and offline["result"]["removed"]["pairs"] == 1
     revoked = cli("revoke", "--key", "preferred_room", code=1)  # nothing matched
-    assert revoked == {"ok": True, "result": {"revoked": [], "profile_items": 0, "outbox": 0}}
+    assert revoked == {
+        "ok": False,
+        "error": "nothing matched: no profile item preferred_room",
+        "result": {"revoked": [], "profile_items": 0, "outbox": 0},
+    }
