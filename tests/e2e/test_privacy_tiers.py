@@ -129,14 +129,22 @@ def test_a_cloud_confirmed_sensitive_item_is_gone_after_31_days(
     cloud.script_sync({"status": 200, "updates": {"profile_items": [door]}})
     probe.turn("t-hi", "안녕")
     eventually(lambda: state_rows("SELECT key FROM profile_items WHERE key = 'door_code'"))
-    probe.turn("t-2", "안녕")
-    assert "door_code" in text(last_snapshot(cloud))
+
+    def items() -> list[str]:
+        return [i["key"] for i in last_snapshot(cloud)["long_term"]["profile_items"]]
+
+    # The turns name the item (door code): since fb25117 an item a turn does not name is
+    # standing context, sent with at most half of the turns by the turn's ordinal and minute,
+    # so a '안녕' carried it in some minutes only and the expiry's assert passed by the minute.
+    probe.turn("t-2", "door code 뭐였지")
+    assert items() == ["door_code"]
     expire_at = state_rows("SELECT expire_at FROM profile_items WHERE key = 'door_code'")[0][0]
     assert expire_at is not None  # the 30-day cap holds for cloud-confirmed items
     offset.write_text(str(31 * 86400))
     eventually(lambda: not state_rows("SELECT key FROM profile_items WHERE key = 'door_code'"))
-    probe.turn("t-3", "안녕")
-    assert "door_code" not in text(last_snapshot(cloud))
+    probe.turn("t-3", "door code 뭐였지")
+    assert items() == []
+    assert "4321" not in text(last_snapshot(cloud))
 
 
 EVASIONS = [
