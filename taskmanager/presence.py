@@ -27,8 +27,11 @@ def agent_offline(board: Board, capability_id: str) -> bool:
 
 
 def agent_boot(board: Board, capability_id: str) -> str | None:
+    """The boot a task dispatched now goes under: the last one its agent named, `offline`
+    too (the will names the boot that died; a `wait` task sent then was never heard by it, so
+    a new boot must re-send or fail it). None: no status known (the first boot is adopted)."""
     known = board.agents.get(capability_id)
-    return known[1] if known is not None and known[0] == "online" else None
+    return known[1] if known is not None else None
 
 
 def on_presence(board: Board, ev: Presence, ctx: Ctx) -> None:

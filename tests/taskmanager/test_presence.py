@@ -125,6 +125,21 @@ def test_a_restarted_agent_gets_a_resend_or_the_task_fails_agent_restarted() -> 
     assert run.board.workflows["wf-d"].steps[0].status == "DISPATCHED"
 
 
+def test_a_task_sent_to_an_offline_agent_is_resent_to_its_new_boot() -> None:
+    """`wait` sends the command to an agent known offline (its will names the boot that died);
+    that boot never heard it, so the new boot, not listing it, gets it again (found by the
+    simulator, tests/devicesim/agents.py: the step adopted the new boot and timed out)."""
+    run = Run()
+    online(run, "air_purifier", "a1")
+    run(Presence("air_purifier", "offline", "a1"), at=1)
+    out = run.submit(workflow(PURIFY))
+    assert out.changed[0].steps[0].status == "DISPATCHED"
+    out = run(Presence("air_purifier", "online", "a2"), at=2)
+    [command] = [e for e in out.effects if isinstance(e, Command)]
+    assert (command.payload["task_id"], command.payload["attempt"]) == ("wf-p:s", 2)
+    assert run.board.workflows["wf-p"].steps[0].boot_id == "a2"
+
+
 def test_a_resend_only_before_its_deadline() -> None:
     run = Run()
     online(run, "display", "d1")
