@@ -94,9 +94,10 @@ def boot(
         settings=settings,
         config_path=config,
     )
-    runtime._recover()
+    runtime._recover(presence_first=True)  # as the service starts (SPEC 4.8)
     runtime._door.run("reload", app.relabel, key="relabel")
     app.attach(wire)
     started = Boot(app=app, runtime=runtime)
     started.tasks.append(asyncio.create_task(app.run_reporter(app.door)))
+    started.tasks.append(asyncio.create_task(runtime._rearm()))  # after the agents' statuses
     return started

@@ -291,6 +291,7 @@ class Agents:
         self.silent_until = -1.0  # monotonic
         self.pending: list[Scheduled] = []
         self.ended: set[str] = set()  # tasks whose own agent sent a terminal callback
+        self.deaf: set[str] = set()  # capabilities whose agent is dead (devicesim/agents.py)
 
     def _next(self, task_id: str) -> int:
         self.seq[task_id] = self.seq.get(task_id, 0) + 1
@@ -308,6 +309,8 @@ class Agents:
             if not kind.startswith(("task/command/", "task/cancel/")):
                 continue
             cap = kind.rsplit("/", 1)[1]
+            if cap in self.deaf:
+                continue  # its process is gone: the command is lost with it
             body = sent.body
             task_id = str(body.get("task_id"))
             silent = sim.clock.monotonic() < self.silent_until

@@ -26,6 +26,7 @@ from a2a_common.clock import ManualClock, parse_iso
 from edge.channel.mqtt import Inbound
 from edge.config.settings import Settings
 from tests.devicesim import people as _people  # noqa: F401  (registers its input and oracle)
+from tests.devicesim.agents import Presence
 from tests.devicesim.cloud import SimCloud
 from tests.devicesim.device import Boot, boot
 from tests.devicesim.loop import VirtualLoop, restore_ids, seed_ids, settle
@@ -115,6 +116,7 @@ class Sim:
         self.cloud = SimCloud(rng=random.Random(f"cloud-{seed}"))
         self.model = Model()
         self.agents = Agents(self)
+        self.presence = Presence(self)  # agents come and go (devicesim/agents.py, SPEC 4.8)
         self.step = 0
         self.trace: list[str] = []
         self.faults: Counter[str] = Counter()
@@ -285,6 +287,7 @@ class Sim:
             self.device.runtime._router.route(f"{ROOT}/task/callback/x") is not None
         )
         self.device.runtime.take_connection(True)
+        self.presence.started()
         try:
             for _ in range(steps):
                 self.step += 1
@@ -309,6 +312,7 @@ class Sim:
         if fault != "none":
             self.faults[fault] += 1
             await self.fault(fault)
+        await self.presence.step()
         name = self._draw({k: w for k, (w, _) in INPUTS.items()})
         said = INPUTS[name][1](self)
         if said is not None:
@@ -325,6 +329,7 @@ class Sim:
 
     async def _agents_act(self) -> None:
         await settle()
+        await self.presence.due()
         for _ in range(3):  # what agents answer may make more commands: a few rounds
             self.agents.hear()
             due = self.agents.due()
@@ -408,6 +413,7 @@ class Sim:
             self._note_reached(msg)
         if redelivered:
             self.device.take(redelivered)
+        self.presence.subscribed(session_kept=session_kept)
 
     def _forgotten_in_flight(self) -> None:
         """Known, not fixed here: a turn acknowledged and recorded, whose pair a forget removed
@@ -430,6 +436,7 @@ class Sim:
                     self.model.reached.discard(json.loads(msg.payload).get("turn_id"))
         self.wire.orphans.clear()
         self._forgotten_in_flight()
+        self.presence.crashing()
         self.device.crash()
         self.boot = None
         await settle()
@@ -450,6 +457,7 @@ class Sim:
         self.storage_until = self.broker_until = self.cloud_until = self.step
         await self._end_faults()
         self.agents.silent_until = -1
+        self.presence.quiet()
         for n in range(QUIET_MAX):  # until nothing is owed (each spell at least a minute)
             self.clock.advance(3.0)
             await self._agents_act()

@@ -4,6 +4,7 @@ unacknowledged), PUBACKs on the simulator's say."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -42,6 +43,8 @@ class SimWire:
     unacked: dict[int, Inbound] = field(default_factory=dict)  # delivered, not acknowledged
     # delivered, not acknowledged, and the broker lost the session: only the device has them
     orphans: dict[int, Inbound] = field(default_factory=dict)
+    # the process's first SUBACK came (the runtime's start waits on it; devicesim/agents.py)
+    receiving: asyncio.Event = field(default_factory=asyncio.Event)
 
     # --- what the device's code calls (MqttChannel's surface) --------------------------------
     @property
