@@ -22,7 +22,9 @@ scripted otherwise. `press_pui()` simulates the physical cancel button.
 agent subscribes to those capabilities' topics alone, so a device team's own agent can serve
 another capability (or one of these) beside it without the simulator answering for it. Without
 either it serves every capability (`+`) and answers the ones it does not know `FAILED
-unsupported_operation`. Its callbacks carry `agent` (the name `workflows trace` shows).
+unsupported_operation`. Its callbacks carry `agent` (the name `workflows trace` shows). Each
+set has a broker session of its own (`session_id`), and a narrowed one ends the
+serve-everything session first: its `+` subscriptions would otherwise outlive a restart.
 """
 
 from __future__ import annotations
@@ -31,11 +33,13 @@ import json
 import threading
 import time
 import uuid
+import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import paho.mqtt.client as paho
+from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
 
 from a2a_agent import DeviceAgent, Task
 from sim.world import World
@@ -54,6 +58,41 @@ def served(only: Iterable[str] = (), exclude: Iterable[str] = ()) -> list[str]:
     if not only and not exclude:
         return ["*"]
     return [cap for cap in (only or SIMULATED) if cap not in exclude]
+
+
+def session_id(root: str, capabilities: list[str]) -> str:
+    """The broker session (client id) of a simulator serving `capabilities`: one per set, so a
+    restart with other `--only/--exclude` never inherits the subscriptions (and the commands
+    queued for them) of another set; the same set keeps its session across restarts."""
+    base = f"sim-devices-{root.replace('/', '-')}"
+    if capabilities == ["*"]:
+        return base
+    return f"{base}-{zlib.crc32(','.join(sorted(capabilities)).encode()):08x}"
+
+
+def end_session(host: str, port: int, client_id: str, protocol: str = "5") -> None:
+    """Discard the broker's session of `client_id` (a clean start that expires on disconnect):
+    the serve-everything simulator's `+` subscriptions outlive its process for a day, and
+    would take (and answer FAILED unsupported_operation) a team's commands when it came back."""
+    v5 = protocol == "5"
+    client = paho.Client(
+        callback_api_version=CallbackAPIVersion.VERSION2,
+        client_id=client_id,
+        protocol=MQTTProtocolVersion.MQTTv5 if v5 else MQTTProtocolVersion.MQTTv311,
+        clean_session=None if v5 else True,
+    )
+    connected = threading.Event()
+    client.on_connect = lambda *_args: connected.set()
+    try:
+        client.connect(host, port, 10, clean_start=True if v5 else paho.MQTT_CLEAN_START_FIRST_ONLY)
+        client.loop_start()
+        if not connected.wait(10):
+            raise TimeoutError(f"device agents: the broker at {host}:{port} did not answer")
+        client.disconnect()
+    except OSError as exc:
+        raise TimeoutError(f"device agents could not connect: {exc}") from exc
+    finally:
+        client.loop_stop()
 
 
 @dataclass(frozen=True)
@@ -143,9 +182,12 @@ class DeviceAgents:
         self.completed_at: dict[str, float] = {}  # monotonic, COMPLETED published (instant)
         self._hung: dict[str, threading.Event] = {}  # task_id -> released (the `hung` fault)
         self._lock = threading.Condition()
+        client_id = session_id(root, self.capabilities)
+        if self.capabilities != ["*"]:  # the serve-everything session must not answer for it
+            end_session(host, port, session_id(root, ["*"]), protocol)
         self.agent = DeviceAgent(
             root,
-            client_id=f"sim-devices-{root.replace('/', '-')}",
+            client_id=client_id,
             host=host,
             port=port,
             protocol=protocol,
