@@ -67,13 +67,19 @@ def relevance_under_a_small_budget(demo: Demo) -> None:
     demo.say("wait", "   (클라우드의 프로필 항목을 받는 중)", "the cloud's profile items arrive")
     demo.wait(lambda: _confirmed_keys(demo) >= 4)
     for text in ("노래 틀어줘", "거실 청정해줘"):
+        # what the utterance names, then standing context: the items it does not name go with
+        # at most half of the turns, placed by the turn's ordinal and minute (cache/relevance.py)
+        # — so the line names only what the utterance names, the same in every minute, and the
+        # event carries the whole list as well
         kept = [i["key"] for i in _focused(demo, text)["long_term"]["profile_items"]]
-        first = kept[0] if kept else "-"  # the rest is standing context, in turns by the minute
+        named = [i["key"] for i in _focused(demo, text, standing=0)["long_term"]["profile_items"]]
+        first = named[0] if named else "-"
         demo.say(
             "info",
-            f"   '{text}' → {first} 먼저 (항목 {len(kept)}개)",
-            f"'{text}' keeps {first} first, {len(kept)} in all",
+            f"   '{text}' → {first} 먼저 (발화가 부르는 항목 {len(named)}개)",
+            f"'{text}' keeps {first} first, {len(named)} named by it",
             kept=kept,
+            named=named,
         )
 
 
@@ -85,13 +91,17 @@ def _confirmed_keys(demo: Demo) -> int:
     return len({i["key"] for i in shown if i["status"] == "confirmed"})
 
 
-def _focused(demo: Demo, text: str) -> dict[str, Any]:
-    """The snapshot a turn with `text` would send now, under the small budget."""
+def _focused(demo: Demo, text: str, standing: int | None = None) -> dict[str, Any]:
+    """The snapshot a turn with `text` would send now, under the small budget (`standing`: the
+    standing context's size instead of the config's; 0 keeps what the utterance names only)."""
     from edge.config.settings import load_settings
     from edge.views.state import memory_snapshot
 
     settings = load_settings(demo.config)
-    memory = settings.memory.model_copy(update={"snapshot_budget_bytes": SMALL_BUDGET})
+    update: dict[str, int] = {"snapshot_budget_bytes": SMALL_BUDGET}
+    if standing is not None:
+        update["snapshot_standing_items"] = standing
+    memory = settings.memory.model_copy(update=update)
     snapshot, _ = memory_snapshot(settings.model_copy(update={"memory": memory}), text)
     return snapshot
 
