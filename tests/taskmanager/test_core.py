@@ -389,3 +389,21 @@ def test_input_board_is_not_mutated() -> None:
 
     decide(snapshot, Callback(MOVE, 1, "COMPLETED"), run.now)
     assert snapshot.workflows["wf-1"].step("step_move").status == "DISPATCHED"  # type: ignore[union-attr]
+
+
+def test_a_step_the_runtime_cancels_is_reported_once_as_the_workflows_end() -> None:
+    """SPEC 3.3 sends a workflow's terminal events: a PUI (or user, or "멈춰") cancel mid-move
+    reaches the planner as one WORKFLOW_CANCELLED with its reason and evidence, not a step
+    CANCELLED per step (nor when the agent confirms the stop); a step the agent itself ends
+    CANCELLED, unasked, is reported as the step's end (docs/contract.md §3.3)."""
+    run = Run()
+    run.submit()
+    run.cb(MOVE, 1, "RUNNING", at=1)
+    run(Cancel(None, "pui"), at=2)
+    run.cb(MOVE, 2, "CANCELLED", at=3)  # the agent confirms the stop
+    assert [r.body["event"]["status"] for r in run.reports()] == ["WORKFLOW_CANCELLED"]
+    alone = Run()
+    alone.submit()
+    alone.cb(MOVE, 1, "RUNNING", at=1)
+    alone.cb(MOVE, 2, "CANCELLED", reason="device", at=2)  # unasked
+    assert [r.body["event"]["status"] for r in alone.reports()][:1] == ["CANCELLED"]
