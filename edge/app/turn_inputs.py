@@ -315,7 +315,7 @@ class TurnInputs:
             log.warning("turn %s: cloud answer refused: %s", turn.turn_id, answer, extra=_ids(turn))
             self.close_unanswered(turn.turn_id, turn.pair_id, "error", f"cloud_error: {answer}")
             return "error"
-        ref = TurnRef(turn.turn_id, turn.pair_id, turn.session_id, turn.text)
+        ref = TurnRef(turn.turn_id, turn.pair_id, turn.session_id, turn.text, turn.person_id)
         if answer.memory_update is None:  # taken (docs/contract.md), but never silently
             self.metrics.inc(
                 "a2a_turns_without_memory_update_total",
@@ -341,7 +341,9 @@ class TurnInputs:
             error = None
             if requested and not result.accepted:
                 reasons = dict.fromkeys(reason for _, reason in result.rejected)  # each once
-                error = "; ".join(reasons) or "every workflow request was a duplicate"
+                if any(ignored.reason == "duplicate" for ignored in result.ignored):
+                    reasons["duplicate_workflow_id"] = None  # the word P/workflow/request says
+                error = "; ".join(reasons) or "rejected"
             status = "rejected" if error else "ok"
             self._respond(
                 response_body(
@@ -369,7 +371,7 @@ class TurnInputs:
     def _answer_offline(self, turn: Received, reason: str) -> str:
         """`offline`, and the robot's own small set of intents so it stays safe meanwhile."""
         intent = match_intent(turn.text, self.settings.offline.intents)
-        ref = TurnRef(turn.turn_id, turn.pair_id, turn.session_id, turn.text)
+        ref = TurnRef(turn.turn_id, turn.pair_id, turn.session_id, turn.text, turn.person_id)
         with self.unit() as result:
             if intent is not None and intent.action == "cancel":
                 result.merge(self.tm.cancel(None, "user"))
