@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any, Literal, get_args
 
 from a2a_common.clock import iso, parse_iso
+from a2a_common.people import HOUSEHOLD
 
 StepStatus = Literal[
     "QUEUED",
@@ -126,6 +127,9 @@ class Workflow:
     turn_id: str | None = None
     pair_id: str | None = None
     session_id: str | None = None
+    # whose turn started it (SPEC 5.7): a capability grant given for that person covers it, a
+    # household grant covers anyone's; a workflow with no turn (pushed) is the household's
+    person_id: str = HOUSEHOLD
     created_at: datetime | None = None
 
     def step(self, step_id: str) -> Step | None:

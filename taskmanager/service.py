@@ -19,6 +19,7 @@ from typing import Any
 
 from a2a_common.clock import Clock
 from a2a_common.db import Database
+from a2a_common.people import HOUSEHOLD
 from taskmanager.agents import Agent, Agents
 from taskmanager.board import Board, next_deadline
 from taskmanager.catalog import Catalog
@@ -68,6 +69,15 @@ def _default_effects(catalog: Catalog) -> EffectCatalog:
         return EffectCatalog({})
 
 
+def _none_held(_person: str) -> frozenset[str]:
+    return frozenset()
+
+
+def _whose(turn: TurnRef | None) -> str:
+    """A request's person: its turn's; one without a turn (pushed) is the household's."""
+    return turn.person_id if turn is not None else HOUSEHOLD
+
+
 def _by(event: Event) -> tuple[str, tuple[tuple[str, str], ...]] | None:
     """A callback's task and who answered it: its step's event in the trace names them."""
     if isinstance(event, Callback) and event.answered_by:
@@ -84,7 +94,7 @@ class TaskManager:
         catalog: Catalog,
         publisher: Publisher,
         ask_timeout_s: float = 300.0,
-        held_capabilities: Callable[[], frozenset[str]] | None = None,
+        held_capabilities: Callable[[str], frozenset[str]] | None = None,
         effects: EffectCatalog | None = None,
         mode: str = "enforce",
         cancel_confirm_s: float = 2.0,
@@ -97,9 +107,9 @@ class TaskManager:
         self._classify = classify
         self._effects = effects if effects is not None else _default_effects(catalog)
         self.mode = mode  # `[experience] mode` (SPEC 4.7); `set_mode` changes it
-        # the capabilities a consent grant covers now (the device's register, SPEC §5.6):
-        # read at validation time, never taken from a request
-        self._held = held_capabilities or frozenset
+        # the capabilities a consent grant covers now for a workflow of this person (the
+        # device's register, SPEC §5.6, §5.7): read at validation time, never from a request
+        self._held = held_capabilities or _none_held
         self._clock = clock
         self._catalog = catalog
         self._out = publisher
@@ -116,7 +126,10 @@ class TaskManager:
     def reload(self) -> int:
         self.board = self.store.load_active()
         self.agents.load()
-        self.board.agents = {c: (a.state, a.boot_id) for c, a in self.agents.live.items()}
+        # the last status known, this run's or the row an earlier run kept: an agent offline
+        # before a restart stays offline until it says otherwise, also when the broker lost
+        # its retained status (SPEC 4.8; `status` shows the same rows)
+        self.board.agents = {c: (a.state, a.boot_id) for c, a in self.agents.all.items()}
         self.watches.load()
         # a cancel never PUBACKed (the CLI's while no service ran, or one lost to a crash) has
         # not reached the agent: its window starts again when it goes out
@@ -217,10 +230,11 @@ class TaskManager:
         if self.store.accepted(checked.workflow_id):  # only accepted workflows reserve an id
             return Result(ignored=[Ignored("duplicate", f"{checked.workflow_id} already known")])
         if turn is not None:
-            checked.turn_id, checked.pair_id, checked.session_id = (
+            checked.turn_id, checked.pair_id, checked.session_id, checked.person_id = (
                 turn.turn_id,
                 turn.pair_id,
                 turn.session_id,
+                turn.person_id,
             )
         with self._db.atomic():
             self.store.trace(
@@ -247,7 +261,7 @@ class TaskManager:
             self._catalog,
             now=self._clock.now(),
             source=source,
-            held=self._held(),
+            held=self._held(_whose(turn)),
             effects=self._effects,
             mode=self.mode,
         )
@@ -268,7 +282,11 @@ class TaskManager:
         turn: TurnRef | None = None,
     ) -> Result:
         checked = validate_task(
-            raw, self._catalog, now=self._clock.now(), fallback_id=fallback_id, held=self._held()
+            raw,
+            self._catalog,
+            now=self._clock.now(),
+            fallback_id=fallback_id,
+            held=self._held(_whose(turn)),
         )  # a task request carries no experience
         return self._accept(checked, raw, "task", turn)
 
@@ -457,6 +475,11 @@ class TaskManager:
                     break
         return sorted(found)
 
+    def person_of(self, workflow_id: str) -> str:
+        """Whose turn started this active workflow (SPEC 5.7; pushed ones: the household's)."""
+        wf = self.board.workflows.get(workflow_id)
+        return wf.person_id if wf is not None else HOUSEHOLD
+
     def tick(self) -> Result:
         """Deadlines that passed fire; so do cancel confirmation windows (SPEC 4.2)."""
         result = self._apply(Tick())
@@ -532,7 +555,9 @@ class TaskManager:
             kind = None
         steps = None
         if kind == "replan":
-            checked = validate_replan(decision.get("steps"), wf, self._catalog, self._held())
+            checked = validate_replan(
+                decision.get("steps"), wf, self._catalog, self._held(wf.person_id)
+            )
             if isinstance(checked, str):
                 log.warning("replan for %s refused: %s", workflow_id, checked)
                 with self._db.atomic():

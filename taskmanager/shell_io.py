@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Protocol
 
 from a2a_common.clock import iso
+from a2a_common.people import HOUSEHOLD
 from taskmanager.events import CancelTask, Command, Emit, Ignored, Report
 from taskmanager.model import Workflow
 
@@ -28,6 +29,7 @@ class TurnRef:
     pair_id: str
     session_id: str
     text: str = ""  # the utterance: kept out of the trace's copy of the request, never stored
+    person_id: str = HOUSEHOLD  # whose turn it is (SPEC 5.7): whose capability grants cover it
 
 
 @dataclass

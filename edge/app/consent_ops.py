@@ -111,16 +111,18 @@ class ConsentOps:
         return result, len(gone)
 
     def enforce(self) -> Result:
-        """Every active workflow that needs a capability no grant covers now is cancelled at
-        once (after a revoke, an expiry, or a config reload that dropped a standing grant)."""
-        held = self.register.capabilities()
+        """Every active workflow that needs a capability no grant covers now for its person is
+        cancelled at once (after a revoke, an expiry, or a config reload that dropped a
+        standing grant): a revoke of one person's grant ends only what that grant covered."""
+        held: dict[str, frozenset[str]] = {}  # person -> the capabilities covered for them
         result = Result()
         ended: set[str] = set()
         for capability_id in self._tm.catalog.capabilities():
-            if capability_id in held:
-                continue
             for workflow_id in self._tm.needing(capability_id):
-                if workflow_id in ended:
+                person = self._tm.person_of(workflow_id)
+                if person not in held:
+                    held[person] = self.register.capabilities(person)
+                if workflow_id in ended or capability_id in held[person]:
                     continue
                 ended.add(workflow_id)
                 self._said("workflow %s cancelled: %s (%s)", workflow_id, REVOKED, capability_id)

@@ -166,10 +166,16 @@ class ConsentRegister:
         — config's standing ones included — cover the household's texts only)."""
         return frozenset(g.name for g in self.held() if g.kind == "category" and g.person == person)
 
-    def capabilities(self) -> frozenset[str]:
-        """Capabilities granted by anyone at the robot: a capability is the robot's, not a
-        person's memory (docs/design.md, *People in the household*)."""
-        return frozenset(g.name for g in self.held() if g.kind == "capability")
+    def capabilities(self, person: str = HOUSEHOLD) -> frozenset[str]:
+        """The capabilities a workflow of `person`'s turn may use (SPEC 5.6, 5.7): the
+        household's grants (config's standing ones included) cover anyone's workflow, a
+        person's grant covers only the workflows that person's turns start; a workflow with no
+        turn (pushed) is the household's (docs/design.md, *Whose capability grant*)."""
+        return frozenset(
+            g.name
+            for g in self.held()
+            if g.kind == "capability" and g.person in (HOUSEHOLD, person)
+        )
 
     def next_expiry(self) -> datetime | None:
         row = self._db.execute(

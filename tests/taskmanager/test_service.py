@@ -201,7 +201,7 @@ def test_consent_in_a_request_grants_nothing_only_a_held_grant_does(tmp_path: Pa
         clock=ManualClock(T0),
         catalog=load_catalog(),
         publisher=task_publisher(outbox),
-        held_capabilities=lambda: frozenset(held),
+        held_capabilities=lambda _person: frozenset(held),
     )
     assert tm.submit({**vital, "workflow_id": "wf-v2"}, source="planner").accepted == ["wf-v2"]
     assert tm.needing("vital_app") == ["wf-v2"] and tm.needing("mobility") == []
