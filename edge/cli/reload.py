@@ -7,14 +7,17 @@ import argparse
 from typing import Any
 
 from edge.cli.kit import EXIT_FAILURE, Subparsers, command, positive_float, settings_of
+from edge.config.errors import ConfigError
 from edge.host.reload import WAIT_S, service_pid, signal_and_answer
 from edge.host.statelock import LOCK_NAME
 
 
 def cmd_reload(args: argparse.Namespace) -> int:
-    from edge.cli import out as cli_out
-
-    settings = settings_of(args)
+    try:
+        settings = settings_of(args)
+    except ConfigError as exc:  # a file the service would refuse: a refused reload, not sent
+        why = f"config error: {exc}; not reloaded, the service keeps its running config"
+        return _answer(args, EXIT_FAILURE, {"ok": False, "error": why})
     state_dir = settings.state_db_path.parent
     pid = args.pid or service_pid(state_dir)
     if pid is None:
@@ -23,6 +26,14 @@ def cmd_reload(args: argparse.Namespace) -> int:
         code = EXIT_FAILURE
     else:
         code, answer = signal_and_answer(state_dir, pid, args.timeout_s)
+    return _answer(args, code, answer)
+
+
+def _answer(args: argparse.Namespace, code: int, answer: dict[str, Any]) -> int:
+    """The answer on stdout under `--json` (`ok` agrees with the exit code), the error as one
+    line on stderr, or what the service said."""
+    from edge.cli import out as cli_out
+
     if args.json:
         cli_out.emit_json(answer)
     if code:
