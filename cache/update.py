@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from cache.model import CandidateIn, SyncPosition
@@ -97,11 +98,20 @@ def sync_to_adopt(current: SyncPosition, offered: SyncPosition | None) -> SyncPo
 
 
 def plan_update(
-    update: UpdateInput, current_sync: SyncPosition, accepted_workflow_ids: frozenset[str]
+    update: UpdateInput, current_sync: SyncPosition, accepted_workflow_ids: Collection[str]
 ) -> UpdateChanges:
-    workflow_id = (
-        update.pair_workflow_id if update.pair_workflow_id in accepted_workflow_ids else ""
+    """`accepted_workflow_ids` in the order the turn asked for them: the pair's `workflow_id`
+    is the one the planner's `short_term_pair` named when the turn accepted it, else the
+    turn's first accepted workflow, `""` only when it started none (docs/contract.md §3.2)."""
+    ordered = (
+        sorted(accepted_workflow_ids)
+        if isinstance(accepted_workflow_ids, (set, frozenset))
+        else list(accepted_workflow_ids)
     )
+    if update.pair_workflow_id in ordered:
+        workflow_id = update.pair_workflow_id
+    else:
+        workflow_id = ordered[0] if ordered else ""
     active = update.active_workflow_id
     return UpdateChanges(
         assistant_text=update.pair_assistant_text or update.reply_text,

@@ -335,7 +335,7 @@ class TurnInputs:
                 fallback = f"task-{new_ulid(self.clock).lower()}"
                 result.merge(self.tm.submit_task(raw, fallback_id=fallback, turn=ref))
             changes = plan_update(
-                update_input_of(answer), self.memory.sync_position(), frozenset(result.accepted)
+                update_input_of(answer), self.memory.sync_position(), tuple(result.accepted)
             )
             self.sync.enqueue(self.memory.apply_turn(turn.pair_id, turn.session_id, changes))
             error = None

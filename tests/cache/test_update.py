@@ -76,6 +76,19 @@ def test_workflow_ids_only_when_accepted() -> None:
     assert taken.workflow_id == "wf-1" and taken.active_workflow_id == "wf-1"
 
 
+def test_a_pair_the_planner_did_not_name_a_workflow_for_gets_the_turns_accepted_one() -> None:
+    """docs/contract.md §3.2: a pair's `workflow_id` is `""` only when the turn started none.
+    On main a turn that started wf-2 while the planner's short_term_pair named none (or a
+    refused one) kept `""`."""
+    unnamed = UpdateInput(reply_text="x", route_family="ODL")
+    assert plan_update(unnamed, SyncPosition(), ("wf-2", "wf-3")).workflow_id == "wf-2"
+    refused = UpdateInput(reply_text="x", route_family="ODL", pair_workflow_id="wf-9")
+    assert plan_update(refused, SyncPosition(), ("wf-2",)).workflow_id == "wf-2"
+    named = UpdateInput(reply_text="x", route_family="ODL", pair_workflow_id="wf-3")
+    assert plan_update(named, SyncPosition(), ("wf-2", "wf-3")).workflow_id == "wf-3"
+    assert plan_update(unnamed, SyncPosition(), ()).workflow_id == ""
+
+
 def test_sessions_follow_the_request_then_idle_time() -> None:
     now = datetime(2026, 6, 24, 20, 0, tzinfo=UTC)
     recent = SessionRow("session-a", (now - timedelta(seconds=100)).isoformat())
