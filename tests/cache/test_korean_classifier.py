@@ -46,6 +46,11 @@ def test_the_four_reproduced_utterances_are_health(text: str) -> None:
         ("열쇠는 화분 밑에 숨겨놨어", "home_layout"),
         ("The key is under the mat", "home_layout"),
         ("I threw up twice", "health"),
+        ("허리에 파스 붙였어", "health"),  # 파스 is a noun: a word, its particles, a tail
+        ("근육파스 사와", "health"),
+        ("재활 운동 했어", "health"),
+        ("상처에 연고 발라줘", "health"),
+        ("안과 다녀왔어", "health"),
     ],
 )
 def test_what_people_say_is_found(text: str, expected: str) -> None:
@@ -70,6 +75,13 @@ def test_what_people_say_is_found(text: str, expected: str) -> None:
         "시간이 오래 걸렸어",
         "I'm sick of this song",
         "still there?",
+        "파스타 먹고 싶어",  # pasta: 파스 matched anywhere until it became a noun
+        "토마토 파스타 해줘",
+        "파스텔 색 좋아",
+        "재활용 쓰레기 버려줘",  # recycling, not 재활
+        "연고지 팀이 이겼어",  # a home ground, not an ointment
+        "안과 밖을 청소해",  # inside and out, not the eye clinic
+        "캡스톤 디자인 발표",  # not the security company
     ],
 )
 def test_near_misses_stay_unlabelled(text: str) -> None:
