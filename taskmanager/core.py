@@ -225,6 +225,9 @@ def _on_redispatch(board: Board, ev: Redispatch, ctx: Ctx) -> None:
         if step.deadline is not None and ctx.now >= step.deadline:  # SPEC 4.2: never stale
             ctx.trace(wf, "not_redispatched", task_id=step.task_id(workflow_id), why="deadline")
             continue
+        if ev.at_start and step.on_restart == "fail":  # SPEC 4.8: never resumed blindly
+            ctx.trace(wf, "not_redispatched", task_id=step.task_id(workflow_id), why="on_restart")
+            continue
         step.attempt += 1
         ctx.effects.append(Command(step.capability_id, command_payload(wf, step)))
         ctx.trace(wf, "redispatched", task_id=step.task_id(workflow_id), attempt=step.attempt)

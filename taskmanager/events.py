@@ -58,10 +58,14 @@ class Decide:
 class Redispatch:
     """Send these tasks' commands again (same task_id, attempt + 1) when their step is in
     `statuses`: after a restart for commands never PUBACKed, and when the broker lost our
-    session (callbacks published meanwhile went nowhere). `task_ids` None: every task."""
+    session (callbacks published meanwhile went nowhere). `task_ids` None: every task.
+    `at_start`: the runtime's start-up (a restart, the robot's power): a task whose operation
+    says `on_restart: fail` (a move) is never sent again then (SPEC 4.8) — its agent's status
+    ends it, else its deadlines do."""
 
     task_ids: tuple[str, ...] | None
     statuses: frozenset[str]
+    at_start: bool = False
 
 
 @dataclass(frozen=True)

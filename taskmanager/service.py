@@ -583,10 +583,15 @@ class TaskManager:
         )
 
     def redispatch(
-        self, task_ids: Iterable[str] | None, statuses: frozenset[str] = frozenset({"DISPATCHED"})
+        self,
+        task_ids: Iterable[str] | None,
+        statuses: frozenset[str] = frozenset({"DISPATCHED"}),
+        *,
+        at_start: bool = False,
     ) -> Result:
         """The commands of these tasks (None: every task) whose step is in `statuses` go again,
         same task_id, attempt + 1: the agent dedupes and answers with its latest callback.
-        `result.commands` counts them."""
+        `at_start` (the runtime's start): none whose operation says `on_restart: fail` (SPEC
+        4.8). `result.commands` counts them."""
         ids = None if task_ids is None else tuple(task_ids)
-        return self._apply(Redispatch(ids, statuses))
+        return self._apply(Redispatch(ids, statuses, at_start))

@@ -312,7 +312,7 @@ class DeviceApp:
                     if step.kind == "task" and step.status in ACTIVE_STEP
                 ]
             else:
-                result.merge(self.tm.redispatch(task_ids))
+                result.merge(self.tm.redispatch(task_ids, at_start=True))
         self.tick()
         return {
             "reports_kept": self.reports.recover(self.unit),
@@ -327,10 +327,10 @@ class DeviceApp:
         broker kept no session of ours. The number of commands sent."""
         with self.unit() as result:
             owed, self.owed_at_start = self.owed_at_start, []
-            result.merge(self.tm.redispatch(owed))
+            result.merge(self.tm.redispatch(owed, at_start=True))
             if session_lost:  # those left in flight (a new one was sent to this session)
                 left, self.left_at_start = self.left_at_start, []
-                result.merge(self.tm.redispatch(left, ACTIVE_STEP))
+                result.merge(self.tm.redispatch(left, ACTIVE_STEP, at_start=True))
         return result.commands
 
     def session_lost(self) -> None:

@@ -1,7 +1,8 @@
 """A device agent for the presence tests (SPEC §4.8), run as its own process so a test can
 SIGKILL it: built on `a2a_agent` alone. `python presence_agent.py PORT ROOT CAP[,CAP…] [hold]`
 serves every operation of those capabilities; `hold` (the default) answers RUNNING and then
-nothing until cancelled, `complete` completes at once with the evidence the command names.
+nothing until cancelled, `progress` the same after a PROGRESS 40, `complete` completes at once
+with the evidence the command names.
 It prints `serving <boot_id>` once its statuses are announced, and each command it takes as
 `command <task_id> <attempt>`."""
 
@@ -31,6 +32,8 @@ def main() -> None:
             make = EVIDENCE.get((task.capability_id, task.operation_id))
             task.completed(**(make(task.args) if make else {}))
             return
+        if mode == "progress":  # under way: a move between rooms
+            task.progress(40)
         task.wait_cancelled(3600)
 
     agent = DeviceAgent(root, client_id=f"presence-{'-'.join(caps)}", port=port)

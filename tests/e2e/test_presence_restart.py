@@ -8,7 +8,7 @@ import time
 from sim.broker import Mosquitto
 from sim.probe import MqttProbe
 from tests.conftest import ROOT, RuntimeFactory, StateRows, eventually, workflow_event
-from tests.e2e.test_agent_presence import agents_row, one_step
+from tests.e2e.test_agent_presence import AgentProc, agents_row, one_step, status_of
 
 EVENTS = f"{ROOT}/workflow/event"
 STEP_OUTCOMES = ("DISPATCHED", "FAILED", "TIMEOUT")
@@ -46,3 +46,39 @@ def test_an_agent_offline_before_the_restart_is_still_offline_after_it(
         assert (first["status"], first["reason"]) == ("FAILED", "agent_offline"), first
         assert time.monotonic() - sent < 2.0
     assert not [m for m in probe.messages(f"{ROOT}/task/command/speaker")]
+
+
+def test_a_move_in_flight_at_a_power_cut_with_an_empty_broker_is_never_sent_again(
+    broker: Mosquitto, runtime_factory: RuntimeFactory, probe: MqttProbe, state_rows: StateRows
+) -> None:
+    """The power goes mid-move: broker, runtime and agent SIGKILLed; the broker comes back
+    empty (no store: no session, no retained status), then the runtime, the agent 3 s later.
+    The move (on_restart: fail) is not sent again at start: it ends `agent_restarted` when the
+    agent's new boot says it holds nothing. On main the start re-sent it (attempt 2)."""
+    runtime = runtime_factory()
+    agent = AgentProc(broker.port, "mobility", "progress")
+    status_of(probe, "mobility", "online", agent.boot_id)
+    move = one_step("wf-pc", "mobility", "move_to_room", args={"room": "안방"}, timeout_s=120)
+    probe.publish(f"{ROOT}/workflow/request", move)
+    workflow_event(probe, "wf-pc", "PROGRESS")
+    broker.kill()
+    runtime.kill()
+    agent.kill()
+    for stored in broker.workdir.glob("*.db"):  # the broker's store is gone with the power
+        stored.unlink()
+    connects = probe.connects
+    broker.start()
+    probe.wait_connected(connects + 1, timeout_s=20)
+    runtime_factory()
+    time.sleep(3.0)  # the scenario: the agent boots 3 s after the runtime (no wait on a result)
+    again = AgentProc(broker.port, "mobility", "progress")
+    ended = workflow_event(probe, "wf-pc", "WORKFLOW_FAILED", timeout_s=15)
+    assert ended["reason"] == "agent_restarted", ended
+    resent = [c for c in probe.messages(f"{ROOT}/task/command/mobility") if c["attempt"] > 1]
+    assert resent == [], resent
+    assert again.commands("wf-pc:s") == []
+    detail = state_rows(
+        "SELECT detail FROM workflow_trace WHERE workflow_id = 'wf-pc' AND kind = 'redispatched'"
+    )
+    assert detail == [], detail
+    again.stop()

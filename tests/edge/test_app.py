@@ -32,6 +32,12 @@ from tests.taskmanager.helpers import MOVE_PURIFY, T0
 
 ROOT = "a2a/robot-app"
 MOVE, PURIFY = "wf-1:step_move", "wf-1:step_purify"
+PURIFIER = {  # on_restart: resend (the shipped catalog)
+    "workflow_id": "wf-ap",
+    "steps": [
+        {"step_id": "s", "capability_id": "air_purifier", "operation_id": "start", "args": {}}
+    ],
+}
 
 
 class Wire:
@@ -332,6 +338,7 @@ def test_recover_answers_interrupted_turns_and_resends_owed_commands(tmp_path: P
     asyncio.run(robot.app.close())
     robot.app = robot.open(attach=False)  # the broker never saw what this run owed
     robot.push()
+    robot.push(PURIFIER)
     with robot.app.unit():
         robot.app.memory.record_utterance(turn_id="t1", requested_session=None, text="안녕")
     asyncio.run(robot.app.close())
@@ -340,13 +347,18 @@ def test_recover_answers_interrupted_turns_and_resends_owed_commands(tmp_path: P
     assert recovered == {
         "reports_kept": 0,
         "interrupted_turns": 1,
-        "active_workflows": 1,
+        "active_workflows": 2,
         "commands_resent": 1,
     }
     robot.app.attach(robot.wire)
     robot.app.outbox.flush()
-    [command] = robot.wire.on("task/command/mobility")
-    assert command["task_id"] == MOVE and command["attempt"] == 2
+    [command] = robot.wire.on("task/command/air_purifier")
+    assert command["task_id"] == "wf-ap:s" and command["attempt"] == 2
+    # a move (on_restart: fail) is never sent again at start (SPEC 4.8): its agent's status
+    # ends it, else its deadlines do
+    assert robot.wire.on("task/command/mobility") == []
+    trace = robot.app.tm.store.timeline("wf-1")
+    assert [e["why"] for e in trace if e["kind"] == "not_redispatched"] == ["on_restart"]
     [answer] = robot.wire.on("turn/response")
     assert answer["status"] == "error" and answer["error"].startswith("interrupted")
     asyncio.run(robot.app.close())
