@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from a2a_common.db import Database
@@ -19,6 +20,7 @@ PAIR_COLUMNS = (
     "expire_at",
     "user_text",
     "person_id",
+    "categories",  # SPEC 5.5: the privacy categories that keep it on the device or withhold it
 )
 
 
@@ -37,6 +39,7 @@ def pairs(
     out = [dict(zip(PAIR_COLUMNS, row, strict=True)) for row in rows]
     for row in out:
         row["synced"] = bool(row["synced"])
+        row["categories"] = json.loads(row["categories"] or "[]")
     return out
 
 

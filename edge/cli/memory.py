@@ -86,8 +86,11 @@ def cmd_memory_pairs(args: argparse.Namespace) -> int:
         return EXIT_OK
     columns = ("pair_id", "session_id", "created_at", "status", "route_family", "synced")
     cli_out.table(
-        (*columns, "user_text"),
-        [[row[c] for c in columns] + [row["user_text"]] for row in rows],
+        (*columns, "categories", "user_text"),
+        [
+            [row[c] for c in columns] + [",".join(row["categories"]) or "-", row["user_text"]]
+            for row in rows
+        ],
         clip={"user_text": 40},
     )
     return EXIT_OK
