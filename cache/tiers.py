@@ -2,6 +2,8 @@
 
 A daily summary replaces the one of the same `day`, a digest the one of the same `week`, a
 profile item the confirmed item of the same `key`; a deleted key removes that key's items.
+Each entry is its sources' person's (`cache.owner`): one that names another person than its
+sources', or has sources of two people, is refused with a WARNING (ids only) and counted.
 Summaries and digests get their categories (the cloud's, their sources', the lexicon's) and the
 expiry those ask for, capped: the earlier of the cloud's `expire_at` and the policy's. A text in
 a `store: never` category is not written.
@@ -9,6 +11,7 @@ a `store: never` category is not written.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -17,6 +20,7 @@ from a2a_common.clock import Clock, iso
 from a2a_common.db import Database
 from a2a_common.people import HOUSEHOLD
 from cache.labels import Labels
+from cache.owner import owner
 from cache.privacy import PrivacyPolicy
 from cache.profile import ProfileStore
 
@@ -27,8 +31,11 @@ def _own_id(kind: str, period: str, person: str) -> str:
     return f"{kind}-{period}" if person == HOUSEHOLD else f"{kind}-{person}-{period}"
 
 
+log = logging.getLogger(__name__)
+
+
 def _person(entry: Mapping[str, Any], updates: Mapping[str, Any]) -> str:
-    """Whose an update's entry is: its own `person_id`, else the answer's, else the household."""
+    """Whose a deleted key is: the answer's `person_id`, else the household's."""
     return str(entry.get("person_id") or updates.get("person_id") or HOUSEHOLD)
 
 
@@ -129,10 +136,30 @@ class TierStore:
         )
         return True
 
+    def _whose(
+        self, where: str, entry: Mapping[str, Any], updates: Mapping[str, Any]
+    ) -> str | None:
+        """The entry's person, or None when it is refused (said, ids only)."""
+        found = owner(self._db, entry, updates)
+        if found.person is None:
+            log.warning("sync update refused: %s: %s", where, found.reason)
+        return found.person
+
     def apply_updates(self, updates: Mapping[str, Any]) -> dict[str, int]:
-        """Apply validated cloud `updates` (inside the caller's transaction); counts per tier."""
-        counts = {"daily_summaries": 0, "weekly_digest": 0, "profile_items": 0, "deleted": 0}
-        for daily in updates.get("daily_summaries") or []:
+        """Apply validated cloud `updates` (inside the caller's transaction); counts per tier,
+        and how many entries were refused (whose they are contradicts their sources)."""
+        counts = {
+            "daily_summaries": 0,
+            "weekly_digest": 0,
+            "profile_items": 0,
+            "deleted": 0,
+            "refused": 0,
+        }
+        for n, daily in enumerate(updates.get("daily_summaries") or []):
+            person = self._whose(f"daily_summaries[{n}]", daily, updates)
+            if person is None:
+                counts["refused"] += 1
+                continue
             counts["daily_summaries"] += self.put_daily(
                 daily["day"],
                 daily["summary"],
@@ -140,10 +167,13 @@ class TierStore:
                 summary_id=daily.get("summary_id"),
                 expire_at=daily.get("expire_at"),
                 category=daily.get("category"),
-                person=_person(daily, updates),
+                person=person,
             )
         weekly = updates.get("weekly_digest")
-        if weekly:
+        person = self._whose("weekly_digest", weekly, updates) if weekly else None
+        if weekly and person is None:
+            counts["refused"] += 1
+        elif weekly and person is not None:
             counts["weekly_digest"] = self.put_weekly(
                 weekly["week"],
                 weekly["digest"],
@@ -151,10 +181,14 @@ class TierStore:
                 digest_id=weekly.get("digest_id"),
                 expire_at=weekly.get("expire_at"),
                 category=weekly.get("category"),
-                person=_person(weekly, updates),
+                person=person,
             )
-        for item in updates.get("profile_items") or []:
-            self._profile.put_confirmed(item | {"person_id": _person(item, updates)})
+        for n, item in enumerate(updates.get("profile_items") or []):
+            person = self._whose(f"profile_items[{n}]", item, updates)
+            if person is None:
+                counts["refused"] += 1
+                continue
+            self._profile.put_confirmed(item | {"person_id": person})
             counts["profile_items"] += 1
         for key in updates.get("deleted_profile_keys") or []:
             counts["deleted"] += self._profile.delete_key(key, _person({}, updates))

@@ -117,7 +117,6 @@ def test_cloud_updates_apply_per_tier(memory: Memory) -> None:
                     {
                         "day": "2026-06-24",
                         "summary": "저녁에 청정을 자주 요청",
-                        "source_session_ids": ["session-1"],
                     }
                 ],
                 "weekly_digest": {
@@ -132,13 +131,27 @@ def test_cloud_updates_apply_per_tier(memory: Memory) -> None:
                         "category": "device_pattern",
                         "confidence": 0.83,
                         "status": "confirmed",
+                        # sources the device does not hold, no one named: refused (cache.owner)
                         "source_pair_ids": ["pair-1"],
-                    }
+                    },
+                    {
+                        "key": "preferred_room",
+                        "value": "거실",
+                        "category": "device_pattern",
+                        "confidence": 0.83,
+                        "status": "confirmed",
+                    },
                 ],
                 "deleted_profile_keys": ["old_key"],
             }
         )
-    assert counts == {"daily_summaries": 1, "weekly_digest": 1, "profile_items": 1, "deleted": 1}
+    assert counts == {
+        "daily_summaries": 1,
+        "weekly_digest": 1,
+        "profile_items": 1,
+        "deleted": 1,
+        "refused": 1,
+    }
     snap = memory.snapshot(None)
     assert snap["long_term"]["profile_items"] == [
         {"key": "preferred_room", "value": "거실", "category": "device_pattern", "confidence": 0.83}

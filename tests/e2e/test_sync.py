@@ -76,7 +76,6 @@ def test_conflict_mid_replay_applies_updates_and_loses_nothing(
                         "category": "device_pattern",
                         "confidence": 0.83,
                         "status": "confirmed",
-                        "source_pair_ids": ["pair-x"],
                     }
                 ],
             },
