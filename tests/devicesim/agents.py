@@ -136,12 +136,13 @@ class Presence:
     unresolved: set[str] = field(default_factory=set)  # statuses sent the device has not taken
     expects: list[Expect] = field(default_factory=list)
     motion_cut: dict[str, int] = field(default_factory=dict)  # task_id -> wire index at the cut
-    refusals_owed: list[tuple[str, int, str, Any]] = field(default_factory=list)
+    refusals_owed: list[tuple[str, int, Any, Any]] = field(default_factory=list)
     unknown_owed: list[tuple[str, int]] = field(default_factory=list)
     press_late: list[str] = field(default_factory=list)
     drawn: Counter[str] = field(default_factory=Counter)
     flood_s: list[float] = field(default_factory=list)  # wall time of each flood batch taken
     fresh: bool = False  # a new process: its first connection SUBSCRIBEs
+    capabilities: dict[str, str] = field(default_factory=dict)  # task_id -> capability, seen
 
     def __post_init__(self) -> None:
         self.rng = random.Random(f"agents-{self.sim.seed}")
@@ -316,8 +317,9 @@ class Presence:
         sim._log(f"malformed status on agent/{cap}/status {payload[:40]!r}")
         index = len(sim.wire.sent)
         self._deliver([(cap, payload)], retained=False, track=False)
-        if taken:
-            self.refusals_owed.append((f"{sim.wire.root}/agent/{cap}/status", index, cap, before))
+        if taken:  # judged now: a later status of this step may change the agent lawfully
+            after = sim.device.app.tm.agents.current(cap)
+            self.refusals_owed.append((f"{sim.wire.root}/agent/{cap}/status", index, after, before))
 
     def _unknown(self, cap: str, payload: bytes) -> None:
         sim = self.sim
@@ -553,7 +555,13 @@ def restart_per_policy(sim: Sim, _before: int) -> list[str]:
             ]
             if not any(b.get("attempt") == ex.attempt + 1 for b in again):
                 out.append(f"{ex.task_id} (on_restart resend) not re-sent attempt {ex.attempt + 1}")
-            past = [b for b in again if parse_iso(str(b.get("deadline"))) < sim.clock.now()]
+            past = [
+                s
+                for s in sent
+                if _command_of(s, ex.task_id)
+                and s.at is not None
+                and parse_iso(str(s.body.get("deadline"))) < s.at
+            ]
             out += [f"{ex.task_id} re-sent past its deadline" for _ in past[:1]]
         else:
             failed = [
@@ -586,6 +594,7 @@ def power_cut_motion_not_resent(sim: Sim, before: int) -> list[str]:
 def offline_dispatch_fails(sim: Sim, before: int) -> list[str]:
     out = []
     presence = sim.presence
+    _capability_of(sim, "")  # notes every task's capability while its workflow is known
     for index in range(before, len(sim.wire.sent)):
         s = sim.wire.sent[index]
         body = s.body
@@ -605,13 +614,21 @@ def offline_dispatch_fails(sim: Sim, before: int) -> list[str]:
             # while the device may have known it) at any time before it reached the wire
             task_id = str(body.get("task_id"))
             cap = _capability_of(sim, task_id)
-            seen = [k for k in presence.known.get(cap or "", []) if k.index <= index]
+            if cap is None:
+                continue  # its workflow forgotten meanwhile (a forget of everything)
+            seen = [k for k in presence.known.get(cap, []) if k.index <= index]
             if not any(k.state in ("offline", "?") for k in seen):
                 out.append(f"{task_id} failed agent_offline though {cap} was never known offline")
     return out
 
 
 def _capability_of(sim: Sim, task_id: str) -> str | None:
+    seen = sim.presence.capabilities
+    for wf_id, wf in sim.device.app.tm.board.workflows.items():
+        for step in wf.steps:
+            seen[step.task_id(wf_id)] = step.capability_id
+    if task_id in seen:
+        return seen[task_id]
     workflow_id, _, step_id = task_id.rpartition(":")
     wf = sim.device.app.tm.board.workflows.get(workflow_id)
     step = wf.step(step_id) if wf is not None else None
@@ -636,11 +653,11 @@ def statuses_refused_or_kept(sim: Sim, _before: int) -> list[str]:
     out = []
     presence = sim.presence
     owed, presence.refusals_owed = presence.refusals_owed, []
-    for topic, index, cap, before in owed:
+    for topic, index, after, before in owed:
         errors = [s.body for s in sim.wire.topics("runtime/error", index)]
         if not any(b.get("topic") == topic and b.get("error") for b in errors):
             out.append(f"malformed status on {topic} not refused with a reason")
-        if sim.device.app.tm.agents.current(cap) != before:
+        if after != before:
             out.append(f"malformed status on {topic} changed the agent's state")
     unknown, presence.unknown_owed = presence.unknown_owed, []
     full = {f"{sim.wire.root}/agent/{c}/status" for c, _ in unknown}
