@@ -117,6 +117,20 @@ class Agents:
         """The last status taken in this run, committed or not."""
         return self.pending.get(capability_id) or self.live.get(capability_id)
 
+    def stale(self, capability_id: str, state: str, boot_id: str | None) -> bool:
+        """An `offline` naming a boot other than the one this run last heard the agent under
+        (an old boot's will delivered late, a forged status): it says nothing of the agent
+        there now, and changes nothing (SPEC 4.8). The first status of a run is never stale:
+        a retained one is the newest on its topic."""
+        current = self.current(capability_id)
+        return (
+            state == "offline"
+            and boot_id is not None
+            and current is not None
+            and current.boot_id is not None
+            and current.boot_id != boot_id
+        )
+
     def seen(self) -> set[str]:
         return set(self.live) | set(self.pending)
 

@@ -8,6 +8,7 @@ status before the event reaches `decide`. Each step carries the boot it was disp
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from datetime import timedelta
 
 from taskmanager.board import Board
@@ -18,6 +19,8 @@ from taskmanager.model import Step, Workflow
 from taskmanager.steps import end_step
 
 IN_FLIGHT = frozenset({"DISPATCHED", "RUNNING"})
+# the ends a status decides: no `task/cancel` went to the agent (it was taken for gone)
+UNTOLD = frozenset({"agent_lost", "agent_restarted"})
 
 
 def agent_offline(board: Board, capability_id: str) -> bool:
@@ -111,3 +114,28 @@ def resend(wf: Workflow, step: Step, boot_id: str | None, ctx: Ctx) -> None:
     step.ack_deadline = min(ack, step.deadline) if step.deadline else ack
     ctx.effects.append(Command(step.capability_id, command_payload(wf, step)))
     ctx.step_event(wf, step, "DISPATCHED", "agent_restarted")
+
+
+def still_held(
+    capability_id: str,
+    tasks: Iterable[str],
+    workflow_of: Callable[[str], Workflow | None],
+) -> list[tuple[Workflow, Step]]:
+    """Tasks an `online` status lists that the runtime ended on a status (`agent_lost`,
+    `agent_restarted`: no cancel went) — the agent lived after all (a network blip fired its
+    will) and its body may still be moving: each gets a `task/cancel` (SPEC 4.2, 4.8)."""
+    held = []
+    for task_id in dict.fromkeys(tasks):
+        workflow_id, _, step_id = task_id.rpartition(":")
+        wf = workflow_of(workflow_id) if workflow_id else None
+        step = wf.step(step_id) if wf is not None else None
+        if (
+            wf is not None
+            and step is not None
+            and step.kind == "task"
+            and step.capability_id == capability_id
+            and step.status == "FAILED"
+            and step.reason in UNTOLD
+        ):
+            held.append((wf, step))
+    return held

@@ -48,6 +48,7 @@ from taskmanager.events import (
 )
 from taskmanager.evidence import ReasonWarnings, screen_evidence, screen_reason
 from taskmanager.model import Workflow, workflow_from_json
+from taskmanager.presence import still_held
 from taskmanager.redact import Classify, without_words
 from taskmanager.shell_io import Message as Message  # importable from here, as it was
 from taskmanager.shell_io import Publisher, Result, TurnRef, rejected_event
@@ -512,7 +513,56 @@ class TaskManager:
                     capability_id, state, boot_id, frozenset(tasks), first, self._started
                 )
                 result = self._apply(event)
+            if known and state == "online" and tasks:
+                self._cancel_held(capability_id, boot_id, tasks, now)
         return agent, result  # the caller: `agents.commit(agent)` once its unit committed
+
+    def _cancel_held(
+        self, capability_id: str, boot_id: str | None, tasks: tuple[str, ...], now: datetime
+    ) -> None:
+        """Inside the caller's transaction: a `task/cancel` (reason `supervisor`, confirmed the
+        4.2 way: re-sent, then the safe stop and the alarm) for each task this status lists that
+        a status ended; its resource waits for the confirmation."""
+        held = [
+            (wf, step)
+            for wf, step in still_held(capability_id, tasks, self._workflow)
+            if self.watches.find(step.task_id(wf.workflow_id)) is None
+        ]
+        if not held:
+            return
+        cancels = [
+            CancelTask(
+                capability_id,
+                {
+                    "task_id": step.task_id(wf.workflow_id),
+                    "workflow_id": wf.workflow_id,
+                    "reason": "supervisor",
+                },
+            )
+            for wf, step in held
+        ]
+        self.watches.record(cancels, [wf for wf, _ in held], now)
+        for cancel, (wf, step) in zip(cancels, held, strict=True):
+            task_id = step.task_id(wf.workflow_id)
+            log.warning(
+                "agent %s still holds %s, ended %s: task/cancel sent",
+                capability_id,
+                task_id,
+                step.reason,
+            )
+            self._out.publish(cancel)
+            detail = {
+                "task_id": task_id,
+                "capability_id": capability_id,
+                "state": "online",
+                "boot_id": boot_id,
+                "was_boot": step.boot_id,
+                "outcome": "cancelled",
+                "ended": step.reason,
+            }
+            self.store.trace(wf.workflow_id, now, wf.etag, "presence", detail)
+            if step.resource and step.resource not in self.board.fenced:
+                self.board.fenced[step.resource] = task_id
 
     def held_by_agents(self) -> set[str]:
         """Capabilities with a task in flight whose agent has sent no status in this run: what

@@ -52,6 +52,14 @@ class PresenceInputs:
             tasks,
         ):
             return  # nothing new (a repeat, a reconnect's same status): no write, no event
+        if app.tm.agents.stale(capability, msg.state, msg.boot_id):
+            log.debug(
+                "agent %s: offline of boot %s ignored (its boot is %s)",
+                capability,
+                msg.boot_id,
+                known.boot_id if known else "-",
+            )
+            return
         app.metrics.inc(
             "a2a_agent_status_total", "agent statuses taken in, by state", state=msg.state
         )

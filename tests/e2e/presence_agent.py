@@ -3,8 +3,8 @@ SIGKILL it: built on `a2a_agent` alone. `python presence_agent.py PORT ROOT CAP[
 serves every operation of those capabilities; `hold` (the default) answers RUNNING and then
 nothing until cancelled, `progress` the same after a PROGRESS 40, `complete` completes at once
 with the evidence the command names.
-It prints `serving <boot_id>` once its statuses are announced, and each command it takes as
-`command <task_id> <attempt>`."""
+It prints `serving <boot_id>` once its statuses are announced, each command it takes as
+`command <task_id> <attempt>` and each cancel as `cancelled <task_id>`."""
 
 from __future__ import annotations
 
@@ -36,9 +36,12 @@ def main() -> None:
             task.progress(40)
         task.wait_cancelled(3600)
 
+    def cancelled(task: Task) -> None:
+        print(f"cancelled {task.task_id}", flush=True)
+
     agent = DeviceAgent(root, client_id=f"presence-{'-'.join(caps)}", port=port)
     for cap in caps:
-        agent.handle(cap, "*", serve, on_cancel=lambda _t: None)
+        agent.handle(cap, "*", serve, on_cancel=cancelled)
     agent.start(10)
     print(f"serving {getattr(agent, 'boot_id', 'none')}", flush=True)  # none: no presence
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

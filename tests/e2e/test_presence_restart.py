@@ -82,3 +82,47 @@ def test_a_move_in_flight_at_a_power_cut_with_an_empty_broker_is_never_sent_agai
     )
     assert detail == [], detail
     again.stop()
+
+
+def settled_after(probe: MqttProbe, state_rows: StateRows, mark: str) -> None:
+    """Every input sent before this returns has been taken: a status for an unknown
+    capability sent last is in the `agents` table (the intake takes inputs in order)."""
+    probe.publish(f"{ROOT}/agent/toaster/status", {"state": "online", "boot_id": mark})
+    eventually(lambda: agents_row(state_rows, "toaster") == ("online", mark, 0))
+
+
+def test_a_stale_offline_changes_nothing_and_a_task_ended_that_the_agent_still_holds_is_cancelled(
+    broker: Mosquitto, runtime_factory: RuntimeFactory, probe: MqttProbe, state_rows: StateRows
+) -> None:
+    """An `offline` naming a boot that is not the agent's current one (a stale will, a forged
+    status) ends nothing; on main it failed the running move `agent_lost` while the body kept
+    moving. A task the runtime ended that an `online` status still lists (the agent's will
+    fired on a network blip, its process lived) gets a `task/cancel`, confirmed the 4.2 way."""
+    runtime_factory()
+    agent = AgentProc(broker.port, "mobility")
+    status_of(probe, "mobility", "online", agent.boot_id)
+    move = one_step("wf-st", "mobility", "move_to_room", args={"room": "안방"}, timeout_s=120)
+    probe.publish(f"{ROOT}/workflow/request", move)
+    workflow_event(probe, "wf-st", "RUNNING")
+    stale = {"state": "offline", "boot_id": "boot-very-old"}
+    probe.publish(f"{ROOT}/agent/mobility/status", stale)
+    settled_after(probe, state_rows, "t-1")
+    ended = [e for e in probe.messages(EVENTS) if e["workflow_id"] == "wf-st"]
+    assert [e["status"] for e in ended if e["status"] in ("FAILED", "WORKFLOW_FAILED")] == []
+    assert agents_row(state_rows, "mobility") == ("online", agent.boot_id, 1)
+    # the agent's will fires (its status connection dropped) but the process lives on
+    probe.publish(f"{ROOT}/agent/mobility/status", {"state": "offline", "boot_id": agent.boot_id})
+    assert workflow_event(probe, "wf-st", "FAILED")["reason"] == "agent_lost"
+    held = {"state": "online", "boot_id": agent.boot_id, "tasks": ["wf-st:s"]}
+    probe.publish(f"{ROOT}/agent/mobility/status", held)  # it reconnects: still moving
+    cancel = probe.wait_for(f"{ROOT}/task/cancel/mobility", lambda b: b["task_id"] == "wf-st:s")
+    assert cancel["reason"] == "supervisor", cancel
+    eventually(lambda: [x for x in agent.lines if x.startswith("cancelled wf-st:s")])
+    confirmed = eventually(
+        lambda: state_rows(
+            "SELECT detail FROM workflow_trace WHERE workflow_id = 'wf-st'"
+            " AND kind = 'cancel_confirmed'"
+        )
+    )
+    assert confirmed
+    agent.stop()
