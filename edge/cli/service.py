@@ -176,12 +176,18 @@ def cmd_config_check(args: argparse.Namespace) -> int:
 
 
 def cmd_db_backup(args: argparse.Namespace) -> int:
-    from a2a_common.backup import backup_file
+    from a2a_common.backup import BackupError, backup_file
     from edge.cli import out as cli_out
     from edge.store.schema import MIGRATIONS
 
     settings = settings_of(args)
     dest = Path(args.file).absolute()
+    state = settings.state_db_path.parent
+    if dest.resolve().is_relative_to(state.resolve()):  # SPEC 5.5: a forget removes it there
+        raise BackupError(
+            f"cannot write {dest}: it is inside the state dir {state}, whose copies a forget"
+            " removes; write it outside the state dir"
+        )
     size = backup_file(settings.state_db_path, dest, len(MIGRATIONS))
     if args.json:
         cli_out.emit_json({"file": str(dest), "bytes": size})
@@ -236,4 +242,8 @@ def register(sub: Subparsers) -> None:
     backup = command(
         db, "backup", "a consistent copy of the state DB, safe while it runs", cmd_db_backup
     )
-    backup.add_argument("file", help="where the copy goes (created 0600, replaced atomically)")
+    backup.add_argument(
+        "file",
+        help="where the copy goes (created 0600, replaced atomically); outside the state dir:"
+        " every copy in it goes at the next forget",
+    )

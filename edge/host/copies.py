@@ -1,8 +1,10 @@
 """The copies of the state DB the runtime keeps beside it (SPEC §5.5 "the state DB file"):
-the pre-migration backups in `<state_dir>/backups/` (`state-v<N>-<UTC>Z.db`, and the
-`.state-v….tmp` a crash in the middle of one may leave) and the WALs set aside after a fault
-(`state.db-wal.orphaned-<time>`, edge/host/statefiles.py). Each holds the user's words as they
-were when it was made, so none outlives what it copied:
+every file under `<state_dir>/backups/` — the pre-migration backups (`state-v<N>-<UTC>Z.db`,
+and the `.state-v….tmp` a crash in the middle of one may leave), and whatever else is there (an
+operator's copy put there by hand: `backups/` is the runtime's, a copy to keep goes outside the
+state dir, and `a2a-edge db backup` refuses to write inside it) — and the WALs set aside after
+a fault (`state.db-wal.orphaned-<time>`, edge/host/statefiles.py). Each holds the user's words
+as they were when it was made, so none outlives what it copied:
 
 - a forget (any scope) removes them all: a copy cannot be trusted to be rewritten with the same
   forget applied (an older schema; a WAL of raw pages is not a database), and one kept would
@@ -12,12 +14,14 @@ were when it was made, so none outlives what it copied:
 - whatever happens, a copy older than `storage.backup_keep_days` (default 7) goes.
 
 Removing is `unlink` (the runtime keeps no other name of them); the ages come from the names
-(the injected clock decides, not the files' times).
+(the injected clock decides, not the files' times): a file whose name has no time in it goes
+at the next forget or retention pass that removed anything, not by age.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -29,7 +33,6 @@ log = logging.getLogger(__name__)
 
 BACKUPS = "backups"
 _BACKUP = re.compile(r"^state-v\d+-(\d{8}T\d{6})Z\.db$")
-_BACKUP_TMP = re.compile(r"^\.state-v\d+-\d{8}T\d{6}Z\.db\..*\.tmp$")  # a2a_common.backup.copy_db
 _ORPHANED = re.compile(r"^state\.db-wal\.orphaned-(\d{8}T\d{6})(Z?)$")
 
 
@@ -37,6 +40,21 @@ _ORPHANED = re.compile(r"^state\.db-wal\.orphaned-(\d{8}T\d{6})(Z?)$")
 class Copy:
     path: Path
     made: datetime | None  # None: a temporary file, no time in its name
+
+
+def _files(directory: Path) -> list[Path]:
+    """Every file under `directory` (sub-directories too; symbolic links are not followed,
+    a link itself is a file to remove); none when it is not there."""
+
+    def raised(exc: OSError) -> None:
+        raise exc
+
+    if not directory.is_dir():
+        return []
+    found = []
+    for root, _dirs, names in os.walk(directory, onerror=raised):
+        found += [Path(root) / name for name in names]
+    return sorted(found)
 
 
 def _stamp(text: str, utc: bool) -> datetime | None:
@@ -59,11 +77,9 @@ class Copies:
         found: list[Copy] = []
         backups = self.state_dir / BACKUPS
         try:
-            for path in sorted(backups.iterdir()) if backups.is_dir() else []:
-                if match := _BACKUP.match(path.name):
-                    found.append(Copy(path, _stamp(match[1], True)))
-                elif _BACKUP_TMP.match(path.name):
-                    found.append(Copy(path, None))
+            for path in _files(backups):
+                match = _BACKUP.match(path.name) if path.parent == backups else None
+                found.append(Copy(path, _stamp(match[1], True) if match else None))
             for path in sorted(self.state_dir.glob("state.db-wal.orphaned-*")):
                 if match := _ORPHANED.match(path.name):
                     found.append(Copy(path, _stamp(match[1], bool(match[2]))))
