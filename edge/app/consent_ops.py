@@ -105,7 +105,7 @@ class ConsentOps:
             self._sync.enqueue(
                 [self.register.write("expire", grant.scope, grant.source, None, grant.person)]
             )
-            self._said("consent expired: %s", grant.scope)
+            self._said("consent expired: %s for %s", grant.scope, grant.person)
         if gone or self.recheck:
             result.merge(self.enforce())
         return result, len(gone)

@@ -56,8 +56,9 @@ def cmd_consent_list(args: argparse.Namespace) -> int:
     else:
         print("no consent grant is held")
     if shown["audit"]:
-        rows = [[r["ts"], r["action"], r["scope"], r["source"]] for r in shown["audit"]]
-        cli_out.table(("ts", "action", "scope", "source"), rows, title="audit (newest first)")
+        columns = ("ts", "action", "scope", "person", "source")
+        rows = [[r.get(c, "-") for c in columns] for r in shown["audit"]]
+        cli_out.table(columns, rows, title="audit (newest first)")
     return EXIT_OK
 
 

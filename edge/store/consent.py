@@ -184,12 +184,13 @@ class ConsentRegister:
         return parse_iso(row[0]) if row and row[0] else None
 
     def audit(self, limit: int = 100) -> list[dict[str, Any]]:
+        """The newest audit rows, each with whose grant it was (`person`, SPEC 5.7)."""
         rows = self._db.execute(
-            "SELECT ts, action, scope, source, request_id, expires_at FROM consent_audit"
-            " ORDER BY id DESC LIMIT ?",
+            "SELECT ts, action, scope, person_id, source, request_id, expires_at"
+            " FROM consent_audit ORDER BY id DESC LIMIT ?",
             [limit],
         ).fetchall()
-        keys = ("ts", "action", "scope", "source", "request_id", "expires_at")
+        keys = ("ts", "action", "scope", "person", "source", "request_id", "expires_at")
         return [{k: v for k, v in zip(keys, r, strict=True) if v is not None} for r in rows]
 
     # --- changes (inside the caller's transaction) --------------------------------------------

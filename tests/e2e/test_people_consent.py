@@ -6,13 +6,14 @@ for 아들's turn and for a pushed request, and revoking 엄마's grant cancelle
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from sim.cloud import SimCloud
 from sim.devices import Behavior, DeviceAgents
 from sim.probe import MqttProbe
-from tests.conftest import ROOT, RuntimeFactory, StateRows, workflow_event
-from tests.e2e.test_consent import consent, vital
+from tests.conftest import ROOT, RuntimeFactory, StateRows, eventually, workflow_event
+from tests.e2e.test_consent import cli, consent, vital
 
 MOM, SON = "mom", "son"
 SCOPE = "capability:vital_app"
@@ -70,3 +71,29 @@ def test_a_persons_capability_grant_covers_only_that_persons_turns(
     assert consent(probe, "c-m2", mine)["ok"] is True
     ended = workflow_event(probe, "wf-mom-1", "WORKFLOW_CANCELLED")
     assert ended["reason"] == "consent_revoked"
+
+
+def test_the_consent_audit_says_whose_grant(
+    runtime_factory: RuntimeFactory, cloud: SimCloud, probe: MqttProbe
+) -> None:
+    runtime = runtime_factory()
+    config = ("--config", str(runtime.config))
+    grant = {"request_id": "a-m", "action": "grant", "scope": "category:health", "person": MOM}
+    assert consent(probe, "a-m", grant)["ok"] is True
+    household = {"request_id": "a-h", "action": "grant", "scope": "category:health"}
+    assert consent(probe, "a-h", household)["ok"] is True
+    revoke = {**grant, "request_id": "a-r", "action": "revoke"}
+    assert consent(probe, "a-r", revoke)["ok"] is True
+    listed = json.loads(cli("consent", "list", "--json", *config))
+    whose = [(a["action"], a["scope"], a.get("person")) for a in reversed(listed["audit"])]
+    assert whose == [
+        ("grant", "category:health", MOM),
+        ("grant", "category:health", "household"),
+        ("revoke", "category:health", MOM),
+    ], listed["audit"]
+    text = cli("consent", "list", *config).splitlines()
+    audit = text[next(n for n, line in enumerate(text) if "audit" in line) :]
+    assert sum(MOM in line for line in audit) == 2, text  # the table's person column
+    eventually(lambda: len([w for w in cloud.synced() if w["kind"] == "consent"]) == 3)
+    synced = [(w["payload"]["action"], w["payload"]["person_id"]) for w in cloud.synced()]
+    assert synced == [("grant", MOM), ("grant", "household"), ("revoke", MOM)]
