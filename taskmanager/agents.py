@@ -19,6 +19,9 @@ from a2a_common.db import Database
 from a2a_common.sqlite import Migration
 
 MAX_TASKS_SHOWN = 32
+# capabilities the catalog does not have, kept and shown at most (a status for one more is
+# refused `too_many_agents`): a flood of made-up capability ids grows no table, no metric
+MAX_UNKNOWN = 32
 
 
 def _v5(db: Database) -> None:
@@ -68,9 +71,14 @@ class AgentStore:
         self._db = db
 
     def list(self) -> list[Agent]:
+        """Every agent of the catalog, and at most MAX_UNKNOWN others (those last updated:
+        a DB an older version let a flood grow shows no more)."""
         rows = self._db.execute(
             "SELECT capability_id, state, boot_id, since, tasks, ts, known FROM agents"
-            " ORDER BY capability_id"
+            " WHERE known = 1 OR capability_id IN (SELECT capability_id FROM agents"
+            " WHERE known = 0 ORDER BY updated_at DESC, capability_id LIMIT ?)"
+            " ORDER BY capability_id",
+            [MAX_UNKNOWN],
         ).fetchall()
         return [
             Agent(cap, state, boot, since, tuple(json.loads(tasks)), ts, bool(known))
@@ -105,6 +113,7 @@ class Agents:
 
     def __init__(self, *, db: Database) -> None:
         self.store = AgentStore(db=db)
+        self.max_unknown = MAX_UNKNOWN
         self.all: dict[str, Agent] = {}
         self.live: dict[str, Agent] = {}
         self.pending: dict[str, Agent] = {}
@@ -116,6 +125,14 @@ class Agents:
     def current(self, capability_id: str) -> Agent | None:
         """The last status taken in this run, committed or not."""
         return self.pending.get(capability_id) or self.live.get(capability_id)
+
+    def room_for(self, capability_id: str, known: bool) -> bool:
+        """A status of this capability may be kept: one of the catalog, one already kept, or
+        one more while fewer than MAX_UNKNOWN others are."""
+        if known or capability_id in self.all or capability_id in self.pending:
+            return True
+        others = {c for c, a in (self.all | self.pending).items() if not a.known}
+        return len(others) < self.max_unknown
 
     def stale(self, capability_id: str, state: str, boot_id: str | None) -> bool:
         """An `offline` naming a boot other than the one this run last heard the agent under

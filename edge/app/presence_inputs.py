@@ -15,8 +15,10 @@ import re
 from functools import partial
 from typing import Protocol
 
+from a2a_common.clock import Clock
 from edge.app.parts import AppParts
 from edge.channel.topics import AgentStatusMsg, Arrival, Refusal
+from edge.host.log import RepeatLimiter
 from edge.host.metrics import Metrics
 from taskmanager import TaskManager
 
@@ -30,11 +32,15 @@ class PresenceParts(AppParts, Protocol):
     def tm(self) -> TaskManager: ...
     @property
     def metrics(self) -> Metrics: ...
+    @property
+    def clock(self) -> Clock: ...
 
 
 class PresenceInputs:
     def __init__(self, app: PresenceParts) -> None:
         self.app = app
+        logs = app.settings.log  # a flood of flips: a bounded number of lines, all counted
+        self.said = RepeatLimiter(log, logs.repeat_lines, logs.repeat_window_s, app.clock.monotonic)
 
     def take_agent_status(self, msg: AgentStatusMsg, arrival: Arrival) -> None:
         app = self.app
@@ -43,6 +49,13 @@ class PresenceInputs:
             ref = {"boot_id": msg.boot_id} if msg.boot_id else None
             refusal = Refusal("invalid_field", "the topic names no capability id")
             app.refuse(arrival.topic, refusal, ref=ref)
+            return
+        in_catalog = capability in app.tm.catalog.capabilities()
+        if not app.tm.agents.room_for(capability, in_catalog):
+            ref = {"boot_id": msg.boot_id} if msg.boot_id else None
+            most = app.tm.agents.max_unknown
+            detail = f"at most {most} capabilities the catalog does not have are kept"
+            app.refuse(arrival.topic, Refusal("too_many_agents", detail), ref=ref)
             return
         tasks = tuple(dict.fromkeys(msg.tasks))
         known = app.tm.agents.current(capability)
@@ -68,13 +81,12 @@ class PresenceInputs:
             result.merge(applied)
         app.after_commit(partial(app.tm.agents.commit, agent))
         if known is None or (known.state, known.boot_id) != (agent.state, agent.boot_id):
-            app.after_commit(
-                partial(
-                    log.info,
-                    "agent %s %s (boot %s)%s",
-                    capability,
-                    agent.state,
-                    agent.boot_id or "-",
-                    "" if agent.known else ": not in the catalog, shown only",
+            boot = agent.boot_id or "-"
+            if agent.known:  # a change of a catalog agent at INFO, a bounded number a window
+                say = partial(self.said.say, f"agent {capability}", logging.INFO)
+                app.after_commit(
+                    partial(say, "agent %s %s (boot %s)", capability, agent.state, boot)
                 )
-            )
+            else:  # one the catalog does not have: shown only, DEBUG
+                line = "agent %s %s (boot %s): not in the catalog, shown only"
+                app.after_commit(partial(log.debug, line, capability, agent.state, boot))

@@ -3,9 +3,12 @@ the real process: Mosquitto, `a2a-edge run`, and device agents built on `a2a_age
 
 from __future__ import annotations
 
+import json
 import time
 
-from sim.broker import Mosquitto
+import httpx
+
+from sim.broker import Mosquitto, free_port
 from sim.probe import MqttProbe
 from tests.conftest import ROOT, RuntimeFactory, StateRows, eventually, workflow_event
 from tests.e2e.test_agent_presence import AgentProc, agents_row, one_step, status_of
@@ -84,11 +87,13 @@ def test_a_move_in_flight_at_a_power_cut_with_an_empty_broker_is_never_sent_agai
     again.stop()
 
 
-def settled_after(probe: MqttProbe, state_rows: StateRows, mark: str) -> None:
-    """Every input sent before this returns has been taken: a status for an unknown
-    capability sent last is in the `agents` table (the intake takes inputs in order)."""
-    probe.publish(f"{ROOT}/agent/toaster/status", {"state": "online", "boot_id": mark})
-    eventually(lambda: agents_row(state_rows, "toaster") == ("online", mark, 0))
+def settled_after(
+    probe: MqttProbe, state_rows: StateRows, mark: str, cap: str = "toaster", known: int = 0
+) -> None:
+    """Every input sent before this returns has been taken: a status sent last is in the
+    `agents` table (the intake takes inputs in order)."""
+    probe.publish(f"{ROOT}/agent/{cap}/status", {"state": "online", "boot_id": mark})
+    eventually(lambda: agents_row(state_rows, cap) == ("online", mark, known))
 
 
 def test_a_stale_offline_changes_nothing_and_a_task_ended_that_the_agent_still_holds_is_cancelled(
@@ -126,3 +131,39 @@ def test_a_stale_offline_changes_nothing_and_a_task_ended_that_the_agent_still_h
     )
     assert confirmed
     agent.stop()
+
+
+def test_statuses_of_unknown_capabilities_and_their_log_lines_are_bounded(
+    broker: Mosquitto, runtime_factory: RuntimeFactory, probe: MqttProbe, state_rows: StateRows
+) -> None:
+    """At most 32 capabilities the catalog does not have are kept (the rest refused
+    `too_many_agents`, with `ref`), `a2a_agent_online` stays within the label bound, and a
+    flood of a known agent's flips writes a bounded number of lines. On main 4,547 rows and
+    as many series were kept, and each change was an INFO line (run.log reached 10 MB)."""
+    port = free_port()
+    runtime = runtime_factory(metrics={"enabled": True, "port": port})
+    flooder = MqttProbe(broker.port, [], root=ROOT)
+    try:
+        for n in range(40):
+            body = json.dumps({"state": "online", "boot_id": f"u-{n}"}).encode()
+            flooder.client.publish(f"{ROOT}/agent/gadget-{n:02d}/status", body, qos=1)
+        for n in range(400):
+            state = "online" if n % 2 else "offline"
+            body = json.dumps({"state": state, "boot_id": f"d-{n}"}).encode()
+            last = flooder.client.publish(f"{ROOT}/agent/display/status", body, qos=1)
+        last.wait_for_publish(30)  # QoS 1 in order: every one before it went too
+    finally:
+        flooder.close()
+    settled_after(probe, state_rows, "after-flood", "vital_app", 1)
+    assert agents_row(state_rows, "display") == ("online", "d-399", 1)
+    [(unknown,)] = state_rows("SELECT count(*) FROM agents WHERE known = 0")
+    assert unknown == 32, unknown
+    refused = [
+        e for e in probe.messages(f"{ROOT}/runtime/error") if e["error"] == "too_many_agents"
+    ]
+    assert len(refused) == 8 and refused[0]["ref"]["boot_id"].startswith("u-"), refused[:1]
+    metrics = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=5).text
+    series = [x for x in metrics.splitlines() if x.startswith("a2a_agent_online{")]
+    assert 0 < len(series) <= 64, len(series)
+    lines = [x for x in runtime.log().splitlines() if " INFO edge.app.presence_inputs: " in x]
+    assert len(lines) <= 12, len(lines)
