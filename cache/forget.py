@@ -30,6 +30,7 @@ from a2a_common.clock import Clock, iso
 from a2a_common.db import Database
 from a2a_common.text import normal
 from a2a_common.writes import SyncWrite
+from cache import owed
 from cache.profile import ProfileStore
 
 
@@ -235,9 +236,11 @@ class Forgetter:
         return row[4] == "device" or not any(cloud_sources)
 
     def _forget_pairs(self, out: Forgotten) -> list[str]:
-        """Delete the pairs; the sessions they were in."""
+        """Delete the pairs; the sessions they were in. A pair whose turn waits for its answer
+        goes with its words; the answer stays owed by turn id (cache/owed.py)."""
         if not out.pairs:
             return []
+        owed.keep(self._db, out.pairs)
         sessions = _ids(
             self._db,
             f"SELECT DISTINCT session_id FROM pairs WHERE pair_id IN ({_marks(out.pairs)})",

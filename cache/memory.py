@@ -16,6 +16,7 @@ from a2a_common.ids import new_id
 from a2a_common.people import HOUSEHOLD
 from a2a_common.text import normal
 from a2a_common.writes import SyncWrite
+from cache import owed
 from cache.focus import FOCUS_DAILY, focused
 from cache.forget import Forgetter
 from cache.labels import Labels
@@ -165,6 +166,7 @@ class Memory:
         """The planner's update of a turn. Nothing when the user had the utterance forgotten
         while the planner answered: what it said is not recorded, nor learnt from."""
         if not self.store.has_pair(pair_id):
+            owed.answered(self.db, pair_id)  # its turn is answered all the same
             return []
         self.store.apply_changes(pair_id, session_id, changes, self._clock.now())
         if changes.sync_refused:
@@ -193,7 +195,8 @@ class Memory:
         return [self.store.pair_write(pair_id)]
 
     def close_unanswered(self, pair_id: str, status: str) -> list[SyncWrite]:
-        if not self.store.has_pair(pair_id):  # forgotten meanwhile
+        if not self.store.has_pair(pair_id):  # forgotten meanwhile; its turn is answered
+            owed.answered(self.db, pair_id)
             return []
         self.store.close_pair(pair_id, status=status, now=self._clock.now())
         return self.pair_writes(pair_id)

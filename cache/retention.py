@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 
 from a2a_common.clock import iso
 from a2a_common.db import Database
+from cache import owed
 from cache.privacy import SENSITIVE_MAX_DAYS, PrivacyPolicy
 
 Current = str | Collection[str] | None  # the sessions still going (one per person, SPEC 5.7)
@@ -48,6 +49,8 @@ class Sweeper:
             ).fetchall()
         ]
         if ids:
+            if table == "pairs":  # a turn still waiting for its answer stays owed
+                owed.keep(self._db, ids)
             self._db.execute(
                 f"DELETE FROM {table} WHERE {key} IN ({','.join('?' * len(ids))})", ids
             )

@@ -16,6 +16,7 @@ from a2a_common.clock import iso
 from a2a_common.db import Database
 from a2a_common.people import HOUSEHOLD
 from a2a_common.writes import SyncWrite
+from cache import owed
 from cache.errors import CacheError
 from cache.model import CacheCounts, SessionRow, SyncPosition
 from cache.update import UpdateChanges
@@ -90,11 +91,12 @@ class CacheStore:
         return int(row[0] or 0)
 
     def pending_turns(self) -> list[tuple[str, str]]:
-        """(turn_id, pair_id) of utterances recorded but never answered."""
+        """(turn_id, pair_id) of utterances recorded but never answered, then of those a
+        forget removed before their answer (owed all the same: cache/owed.py)."""
         rows = self._db.execute(
             "SELECT turn_id, pair_id FROM pairs WHERE status = 'pending' ORDER BY created_at"
         ).fetchall()
-        return [(r[0], r[1]) for r in rows]
+        return [(r[0], r[1]) for r in rows] + sorted(owed.owed(self._db).items())
 
     def close_pair(
         self,
