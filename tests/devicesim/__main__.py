@@ -45,7 +45,6 @@ def _long(first: int, seeds: int, steps: int, minutes: float) -> int:
     faults: Counter[str] = Counter()
     checks: Counter[str] = Counter()
     crashes = 0
-    known: dict[str, list[str]] = {}
     for seed in range(first, first + seeds):
         if time.monotonic() - started > minutes * 60:
             break
@@ -61,8 +60,6 @@ def _long(first: int, seeds: int, steps: int, minutes: float) -> int:
         faults.update(sim.faults)
         checks.update(sim.checks)
         crashes += sim.crashes
-        for name, where in sim.model.known.items():
-            known.setdefault(name, []).extend(where)
     elapsed = time.monotonic() - started
     print(f"seeds run: {done + len(failed)} ({first}..), passed {done}, failed {failed}")
     print(f"steps: {total_steps} in {elapsed:.0f}s = {total_steps / elapsed:.0f} steps/s")
@@ -70,8 +67,6 @@ def _long(first: int, seeds: int, steps: int, minutes: float) -> int:
     print("faults: " + ", ".join(f"{k} {v}" for k, v in sorted(faults.items())))
     print("oracle checks: " + ", ".join(f"{k} {v}" for k, v in sorted(checks.items())))
     print(f"crashes: {crashes}")
-    for name, where in sorted(known.items()):
-        print(f"known, passed over: {name} ({len(where)}): {' '.join(where[:20])}")
     return 1 if failed else 0
 
 

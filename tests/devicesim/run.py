@@ -77,9 +77,6 @@ class Model:
     pushed: dict[str, str] = field(default_factory=dict)  # workflow_id -> room
     early: set[str] = field(default_factory=set)
     reached: set[str] = field(default_factory=set)  # turn ids the device took in
-    turn_mids: dict[str, list[int]] = field(default_factory=dict)  # their inbound mids
-    # what the simulator found and passes over knowingly (the note lists them): name -> seeds
-    known: dict[str, list[str]] = field(default_factory=dict)
     # task_id -> callbacks the agents sent for it: (inbound mid, when, wire index then, body)
     callbacks: dict[str, list[tuple[int, datetime, int, dict[str, Any]]]] = field(
         default_factory=dict
@@ -194,7 +191,6 @@ class Sim:
                 return
             if isinstance(turn_id, str) and turn_id:
                 self.model.reached.add(turn_id)
-                self.model.turn_mids.setdefault(turn_id, []).append(msg.mid)
 
     def consented(self, scope_name: str, at: datetime | None = None) -> bool:
         """Whether the device held consent for a category at `at` (default: now), as its own
@@ -415,18 +411,6 @@ class Sim:
             self.device.take(redelivered)
         self.presence.subscribed(session_kept=session_kept)
 
-    def _forgotten_in_flight(self) -> None:
-        """Known, not fixed here: a turn acknowledged and recorded, whose pair a forget removed
-        while its answer waited on the cloud, is never answered when the process dies then (the
-        start answers interrupted turns from their pairs). Counted, not failed."""
-        answered = {s.body.get("turn_id") for s in self.wire.topics("turn/response")}
-        for turn_id in sorted(self.model.reached - answered):
-            acked = any(m in self.wire.acked for m in self.model.turn_mids.get(turn_id, []))
-            if acked and not self.rows("SELECT 1 FROM pairs WHERE turn_id = ?", turn_id):
-                self.model.reached.discard(turn_id)
-                found = self.model.known.setdefault("forgotten_turn_unanswered_after_crash", [])
-                found.append(f"{self.seed}@{self.step}:{turn_id}")
-
     async def crash(self) -> None:
         # what the device held in memory only (the broker lost its session meanwhile) is gone
         # with the process: nobody can answer it (MQTT: the sender's broker lost it)
@@ -435,7 +419,6 @@ class Sim:
                 with contextlib.suppress(ValueError, AttributeError):
                     self.model.reached.discard(json.loads(msg.payload).get("turn_id"))
         self.wire.orphans.clear()
-        self._forgotten_in_flight()
         self.presence.crashing()
         self.device.crash()
         self.boot = None
