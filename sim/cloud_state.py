@@ -33,6 +33,7 @@ class CloudState:
     accept_max: int | None = None  # a batch of reports: at most this many taken (the first)
     hold: str | None = None  # answers held ("events": every event's, "batch": a batch's)
     held: int = 0  # answers waiting on `hold` now
+    let_go: int = 0  # held answers that may go all the same (the next ones to wait)
     sync_script: list[dict[str, Any]] = field(default_factory=list)
     reject_marker: str | None = None
     reject_mode: str = "rejected"  # or "http422": the whole batch is refused
