@@ -54,7 +54,8 @@ def test_a_refused_reload_fails_the_command_and_keeps_the_service(
         text=True,
         timeout=30,
     )
-    assert done.returncode == 2 and "config error: log.level" in done.stderr  # not signalled
+    # a config that does not load is a refused reload (d82928c): exit 1, the service not signalled
+    assert done.returncode == 1 and "config error: log.level" in done.stderr
     assert runtime.proc.poll() is None
     code, text = reload.signal_and_wait(state_dir(tmp_path), 2**22 + 7, 1.0)
     assert code == 1 and "not running" in text
