@@ -51,6 +51,33 @@ def fragments(words: str) -> re.Pattern[str] | None:
     return re.compile("|".join(alternatives))
 
 
+KEEP_ITEMS = 64  # a kept copy of a refused request holds at most this many items per list
+KEEP_CHARS = 1024  # and strings cut to this many characters
+
+
+def bounded(value: Any, depth: int = 0) -> Any:
+    """A copy of `value` small enough to keep whatever arrived: lists cut to `KEEP_ITEMS` (then
+    one note of how many more), strings to `KEEP_CHARS`, nothing deeper than `MAX_DEPTH`. A
+    refused request is kept for the operator, and a hostile one (10,000 steps) must cost the
+    device no more to keep and redact than a normal one."""
+    if isinstance(value, str):
+        return value if len(value) <= KEEP_CHARS else value[:KEEP_CHARS] + "…"
+    if depth >= MAX_DEPTH and isinstance(value, dict | list):
+        return "[too deep]"
+    if isinstance(value, dict):
+        items = list(itertools.islice(value.items(), KEEP_ITEMS))
+        kept = {k: bounded(v, depth + 1) for k, v in items}
+        if len(value) > KEEP_ITEMS:
+            kept["…"] = f"{len(value) - KEEP_ITEMS} more keys"
+        return kept
+    if isinstance(value, list):
+        kept_list = [bounded(v, depth + 1) for v in value[:KEEP_ITEMS]]
+        if len(value) > KEEP_ITEMS:
+            kept_list.append(f"… {len(value) - KEEP_ITEMS} more")
+        return kept_list
+    return value
+
+
 def without_words(
     value: Any, words: str, depth: int = 0, *, classify: Classify | None = None
 ) -> Any:

@@ -49,7 +49,7 @@ from taskmanager.events import (
 from taskmanager.evidence import ReasonWarnings, screen_evidence, screen_reason
 from taskmanager.model import Workflow, workflow_from_json
 from taskmanager.presence import still_held
-from taskmanager.redact import Classify, without_words
+from taskmanager.redact import Classify, bounded, without_words
 from taskmanager.shell_io import Message as Message  # importable from here, as it was
 from taskmanager.shell_io import Publisher, Result, TurnRef, rejected_event
 from taskmanager.store import WorkflowStore
@@ -218,7 +218,10 @@ class TaskManager:
             wf_id = checked.workflow_id
             if wf_id and not self.store.exists(wf_id):  # a rejected id stays free (SPEC 4.3)
                 with self._db.atomic():
-                    kept = without_words(raw, turn.text, classify=self._classify) if turn else raw
+                    small = bounded(raw)  # a refused request may be anything the cloud sent
+                    kept = (
+                        without_words(small, turn.text, classify=self._classify) if turn else small
+                    )
                     self.store.save_rejected(
                         wf_id, checked.reason, kept, source, turn.turn_id if turn else None, now
                     )

@@ -113,3 +113,17 @@ def test_the_issue_case() -> None:
     assert kept["note"] == USER_WORDS and kept["reason"] == USER_WORDS
     text = json.dumps(kept, ensure_ascii=False)
     assert "걸렸어" not in text and "가는 길" not in text
+
+
+def test_a_refused_requests_kept_copy_is_bounded_whatever_arrived() -> None:
+    """A hostile plan of 10,000 steps is kept as its first items and a count, strings cut: the
+    copy costs the same to redact and store as a normal request (a 10,000-step refusal took
+    3.8 s of the device's CPU when every step was redacted and stored)."""
+    from taskmanager.redact import KEEP_CHARS, KEEP_ITEMS, bounded
+
+    steps = [{"step_id": f"s{n}", "note": "가" * 5000} for n in range(10_000)]
+    kept = bounded({"workflow_id": "wf-c", "steps": steps})
+    assert len(kept["steps"]) == KEEP_ITEMS + 1
+    assert kept["steps"][-1] == f"… {10_000 - KEEP_ITEMS} more"
+    assert len(kept["steps"][0]["note"]) == KEEP_CHARS + 1
+    assert bounded({"a": [1, "b"]}) == {"a": [1, "b"]}  # a normal request is kept whole
