@@ -154,13 +154,28 @@ def no_command_past_deadline(sim: Sim, before: int) -> list[str]:
 
 @oracle("cancel_confirmed_or_escalated", when="quiet")
 def cancel_confirmed_or_escalated(sim: Sim, _before: int) -> list[str]:
-    """Every cancel the agent never confirmed has its safe stop commanded."""
+    """Every cancel the agent never confirmed has its safe stop commanded — unless the agent
+    restarted after the cancel and its new boot does not hold the task (a power cut, a new
+    process: the move died with it, and the runtime ends it `agent_restarted`, no stop owed;
+    docs/design.md "Never re-sent at start"; seed 834, 60 steps)."""
     out = []
     stops = {s.body.get("task_id") for s in sim.wire.sent if "/task/command/" in s.topic}
-    cancelled = {s.body.get("task_id") for s in sim.wire.sent if "/task/cancel/" in s.topic}
-    for task_id in sorted(t for t in cancelled if isinstance(t, str)):
-        if task_id not in sim.agents.ended and f"{task_id}~safe_stop" not in stops:
-            out.append(f"cancel of {task_id} never confirmed by its agent and no safe stop")
+    cancelled: dict[str, tuple[str, int]] = {}  # task_id -> (capability, wire index of 1st cancel)
+    for index, sent in enumerate(sim.wire.sent):
+        task_id = sent.body.get("task_id") if isinstance(sent.body, dict) else None
+        if "/task/cancel/" in sent.topic and isinstance(task_id, str):
+            cancelled.setdefault(task_id, (sent.topic.rsplit("/", 1)[-1], index))
+    for task_id, (cap, at) in sorted(cancelled.items()):
+        if task_id in sim.agents.ended or f"{task_id}~safe_stop" in stops:
+            continue
+        agent = sim.presence.agents.get(cap)
+        if (
+            agent is not None
+            and any(since > at for since, _boot in agent.history)
+            and task_id not in sim.presence.held(cap)
+        ):
+            continue  # its agent restarted since the cancel and forgot the task
+        out.append(f"cancel of {task_id} never confirmed by its agent and no safe stop")
     return out
 
 

@@ -37,3 +37,11 @@ def test_the_same_seed_replays_step_for_step() -> None:
     second = run_seed(11, 120).trace
     assert first == second
     assert len(first) > 120
+
+
+def test_a_cancel_cut_by_a_power_cut_owes_no_safe_stop() -> None:
+    # seed 834: a pui cancel of a move, then a power cut before the agent confirmed it; the new
+    # boot forgot the move and the runtime ended it `agent_restarted` — no safe stop is owed
+    sim = run_seed(834, 60)
+    assert sim.step == 60
+    assert sim.faults["power_cut"] > 0
