@@ -19,6 +19,8 @@ import unicodedata
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from a2a_common.text import invisible
+
 USER_WORDS = "[user words]"
 MAX_DEPTH = 32
 MIN_WORDS = 2  # a fragment is a run of at least this many of the utterance's words
@@ -29,9 +31,10 @@ Classify = Callable[[str], Sequence[str]]
 
 
 def fold(text: str) -> str:
-    """NFKC, case-folded, format characters (zero-width space, soft hyphen…) dropped."""
+    """NFKC, case-folded, the invisible characters the door drops (`a2a_common.text.invisible`:
+    format characters and the other default-ignorable code points) dropped."""
     folded = unicodedata.normalize("NFKC", text).casefold()
-    return "".join(c for c in folded if unicodedata.category(c) != "Cf")
+    return "".join(c for c in folded if not invisible(c))
 
 
 def words_of(text: str) -> list[str]:
