@@ -87,7 +87,13 @@ def test_a_burst_of_maximum_size_turns_keeps_memory_bounded_and_the_context_in_b
     assert "ok" in statuses and statuses <= {"ok", "offline", "rejected"}, statuses
     refused = {answered[t].get("error") for t in ids if answered[t]["status"] == "rejected"}
     assert refused <= {"busy", "stale"}, refused  # a turn beyond the queue is told so at once
-    asked = [r["body"] for r in cloud.requests("/v1/a2a/turn") if r["body"]["recognized_text"]]
+    # a request the sim cloud could not read whole (a turn dropped at its deadline mid-send under
+    # the burst) is recorded with no body: it carried nothing to measure
+    asked = [
+        r["body"]
+        for r in cloud.requests("/v1/a2a/turn")
+        if r["body"] and r["body"]["recognized_text"]
+    ]
     sizes = [len(jsonx.canonical(body["device_context"])) for body in asked[1:]]
     assert sizes and max(sizes) <= CONTEXT_BUDGET, max(sizes)
     for body in asked[1:]:
