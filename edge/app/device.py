@@ -295,7 +295,8 @@ class DeviceApp:
         send again commands never PUBACKed (attempt + 1), fire late deadlines.
         `presence_first` (the service's start, SPEC 4.8): the commands are taken out of the
         outbox but sent only by `rearm()`, once the agents' retained statuses were read — a
-        command to an agent that restarted meanwhile must meet its policy, not go blindly."""
+        command to an agent that restarted meanwhile must meet its policy, not go blindly — and
+        the late deadlines fire then too, so an answer given in time and redelivered counts."""
         pending = self.turns.answer_interrupted(self.settings.state_db_path.parent)
         active = self.tm.reload()
         with self.unit() as result:
@@ -313,7 +314,8 @@ class DeviceApp:
                 ]
             else:
                 result.merge(self.tm.redispatch(task_ids, at_start=True))
-        self.tick()
+        if not presence_first:  # else the late deadlines fire once the statuses were read:
+            self.tick()  # after what the broker redelivers (edge/runtime/executor.py)
         return {
             "reports_kept": self.reports.recover(self.unit),
             "interrupted_turns": pending,

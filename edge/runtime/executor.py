@@ -131,7 +131,10 @@ class Runtime:
         self._ready = False  # READY=1 sent
         # SPEC 4.8: nothing left in flight is re-armed before the agents' retained statuses
         self._presence_first = False
-        self._rearmed = True  # False from a start with `presence_first` until `_rearm` ran
+        # set, except from a start with `presence_first` until `_rearm` ran: deadlines wait on
+        # it, so a callback the broker redelivers at start counts before its deadline fires
+        self._rearmed = asyncio.Event()
+        self._rearmed.set()
         self._session_lost_at_start = False
 
     # --- life cycle -------------------------------------------------------------------------
@@ -227,7 +230,8 @@ class Runtime:
         `presence_first`: commands owed wait for `_rearm` (the agents' statuses, SPEC 4.8)."""
         app = self._app
         self._presence_first = presence_first
-        self._rearmed = not presence_first
+        if presence_first:
+            self._rearmed.clear()
         try:
             return app.recover(presence_first)
         except StorageUnavailable as exc:
@@ -258,12 +262,14 @@ class Runtime:
         owed sent, and every active one again if the broker kept no session of ours."""
         app, loop = self._app, asyncio.get_running_loop()
         began = loop.time()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._channel.receiving.wait(), PRESENCE_WAIT_S)
-        deadline = loop.time() + PRESENCE_WAIT_S
-        while (missing := app.tm.held_by_agents()) and loop.time() < deadline:
-            await asyncio.sleep(PRESENCE_POLL_S)
-        self._rearmed = True
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._channel.receiving.wait(), PRESENCE_WAIT_S)
+            deadline = loop.time() + PRESENCE_WAIT_S
+            while (missing := app.tm.held_by_agents()) and loop.time() < deadline:
+                await asyncio.sleep(PRESENCE_POLL_S)
+        finally:
+            self._rearmed.set()  # the deadlines run from now (take_deadline)
         if missing:
             log.info(
                 "no status from the agents of %s: their tasks keep their deadlines",
@@ -285,7 +291,12 @@ class Runtime:
     # --- the inputs, each through the door ------------------------------------------------------
     async def take_deadline(self) -> None:
         """Deadlines that have passed fire; consent grants that have expired end. Held while
-        the DB refuses writes, and fired once it takes them (no deadline is skipped)."""
+        the DB refuses writes, and fired once it takes them (no deadline is skipped). At start
+        not before the agents' statuses were read (`_rearm`, at most 2 x PRESENCE_WAIT_S): by
+        then the broker has redelivered what the last run left unacknowledged (it comes before
+        the retained statuses), so an answer an agent gave in time counts before its deadline
+        fires (the device simulator's seeds 988 and 1094)."""
+        await self._rearmed.wait()
         await self._door.until_done("deadline", self._app.tick)
 
     def take_reload(self) -> None:
@@ -315,7 +326,7 @@ class Runtime:
         self.health.broker_up = True
         self._publish_status()
         log.info("broker connected (session %s)", "kept" if session_present else "new")
-        if not session_present and not self._rearmed:
+        if not session_present and not self._rearmed.is_set():
             self._session_lost_at_start = True  # after the agents' statuses (SPEC 4.8)
         elif not session_present:
             self._door.run("connection", self._app.session_lost, key="session_lost")
