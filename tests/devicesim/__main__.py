@@ -1,6 +1,8 @@
-"""`python -m tests.devicesim run --seed N --steps K` (one seed, its trace's tail on a failure) and
+"""`python -m tests.devicesim run --seed N --steps K [--skip 3,5-9]` (one seed; on a failure its
+trace's tail, then the shortest failing run the shrinker finds and the line that replays it) and
 `python -m tests.devicesim long --seeds N --minutes M --steps K` (as many seeds as the time
-allows, then the figures: steps per second, inputs and faults drawn, every oracle's checks)."""
+allows, each failure shrunk, then the figures: steps per second, inputs and faults drawn, every
+oracle's checks)."""
 
 from __future__ import annotations
 
@@ -9,7 +11,8 @@ import sys
 import time
 from collections import Counter
 
-from tests.devicesim.run import SimFailure, run_seed
+from tests.devicesim.run import SimFailure, parse_spans, run_seed
+from tests.devicesim.shrink import shrink
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -19,7 +22,15 @@ def main(argv: list[str] | None = None) -> int:
     one.add_argument("--seed", type=int, required=True)
     one.add_argument("--steps", type=int, default=500)
     one.add_argument("--trace", action="store_true", help="print the whole step log")
+    one.add_argument("--skip", default="", help="steps left out, as a shrunk replay prints them")
+    one.add_argument(
+        "--stream", choices=("step", "one"), default="step", help="one: seeds found before Dec 5"
+    )
     many = sub.add_parser("long", help="many seeds, with figures")
+    for command in (one, many):
+        command.add_argument(
+            "--shrink-runs", type=int, default=200, help="runs the shrinker may take (0: none)"
+        )
     many.add_argument("--seeds", type=int, default=1000)
     many.add_argument("--first", type=int, default=1)
     many.add_argument("--steps", type=int, default=500)
@@ -27,18 +38,20 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "run":
         try:
-            sim = run_seed(args.seed, args.steps)
+            sim = run_seed(args.seed, args.steps, skip=parse_spans(args.skip), stream=args.stream)
         except SimFailure as exc:
             print(exc)
+            if args.shrink_runs:
+                print(shrink(exc, max_runs=args.shrink_runs).report())
             return 1
         if args.trace:
             print("\n".join(sim.trace))
         print(f"seed {args.seed}: {sim.step} steps, no oracle violated")
         return 0
-    return _long(args.first, args.seeds, args.steps, args.minutes)
+    return _long(args.first, args.seeds, args.steps, args.minutes, args.shrink_runs)
 
 
-def _long(first: int, seeds: int, steps: int, minutes: float) -> int:
+def _long(first: int, seeds: int, steps: int, minutes: float, shrink_runs: int) -> int:
     started = time.monotonic()
     total_steps, done, failed = 0, 0, []
     inputs: Counter[str] = Counter()
@@ -53,6 +66,8 @@ def _long(first: int, seeds: int, steps: int, minutes: float) -> int:
         except SimFailure as exc:
             failed.append(seed)
             print(str(exc).splitlines()[0] + "\n" + "\n".join(str(exc).splitlines()[1:4]))
+            if shrink_runs:
+                print(shrink(exc, max_runs=shrink_runs).report())
             continue
         done += 1
         total_steps += sim.step

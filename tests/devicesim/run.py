@@ -15,7 +15,6 @@ import os
 import random
 import shutil
 import tempfile
-import time
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -100,12 +99,20 @@ class LogTap(logging.Handler):
 
 
 class SimFailure(AssertionError):
-    pass
+    """An oracle violated; `.sim` is the run (its step, its violations, its trace)."""
+
+    def __init__(self, message: str, sim: Sim) -> None:
+        super().__init__(message)
+        self.sim = sim
 
 
 class Sim:
-    def __init__(self, seed: int, workdir: Path) -> None:
+    def __init__(self, seed: int, workdir: Path, stream: str = "step") -> None:
         self.seed = seed
+        # `step`: each step draws from a generator of its own (seed, step), so a step the
+        # shrinker leaves out changes no later step's draws; `one`: one generator for the whole
+        # run, as the seeds found before shrinking existed were drawn (their pinned tests)
+        self.stream = stream
         self.rng = random.Random(seed)
         self.workdir = workdir
         self.clock = ManualClock(T0)
@@ -136,6 +143,8 @@ class Sim:
         self.config = workdir / "config.toml"
         self.config.write_text(f'device_id = "{DEVICE}"\nstate_dir = "{workdir / "state"}"\n')
         self.boot: Boot | None = None
+        self.skip: frozenset[int] = frozenset()  # steps whose fault and input are left out
+        self.violation: list[Violation] = []  # what failed the run
         self.per_capability = True  # agents answer on their own topic (set at the first boot)
 
     # --- what peers and oracles use -----------------------------------------------------------
@@ -301,16 +310,19 @@ class Sim:
 
     async def _one_step(self) -> None:
         self.wire.step = self.cloud.step = self.step
+        if self.stream == "step":
+            self.rng = random.Random(f"{self.seed}/{self.step}")
         before = len(self.wire.sent)
         self.clock.advance(self.rng.choice([0.0, 0.2, 0.5, 1.0, 2.0, 5.0]))
         await self._end_faults()
         fault = self._draw(FAULTS)
-        if fault != "none":
+        skipped = self.step in self.skip  # shrinking (devicesim/shrink.py): drawn, not done
+        if fault != "none" and not skipped:
             self.faults[fault] += 1
             await self.fault(fault)
         await self.presence.step()
         name = self._draw({k: w for k, (w, _) in INPUTS.items()})
-        said = INPUTS[name][1](self)
+        said = None if skipped else INPUTS[name][1](self)
         if said is not None:
             self.inputs[name] += 1
             self._log(said)
@@ -456,12 +468,14 @@ class Sim:
 
     def _fail(self, violations: list[Violation]) -> None:
         if violations:
+            self.violation = violations
             tail = "\n".join(self.trace[-40:])
             lines = "\n".join(f"  {v.oracle}: {v.detail}" for v in violations)
             raise SimFailure(
                 f"seed {self.seed} step {self.step}: oracle violated\n{lines}\n"
-                f"replay: python -m tests.devicesim run --seed {self.seed} --steps {self.step}\n"
-                f"trace tail:\n{tail}"
+                f"replay: {replay_command(self.seed, self.step, self.skip, self.stream)}\n"
+                f"trace tail:\n{tail}",
+                self,
             )
 
 
@@ -474,20 +488,54 @@ def _digest(sent: list[Any], kind: Any) -> str:
     return " ".join(f"{k}×{n}" for k, n in sorted(counts.items())) + f" #{digest}"
 
 
-def run_seed(seed: int, steps: int, workdir: Path | None = None) -> Sim:
-    """One seed in a fresh state dir (removed after unless `workdir` is given)."""
+def replay_command(
+    seed: int, steps: int, skip: frozenset[int] = frozenset(), stream: str = "step"
+) -> str:
+    """The one line that replays a run, step for step."""
+    line = f"python -m tests.devicesim run --seed {seed} --steps {steps}"
+    line += f" --stream {stream}" if stream != "step" else ""
+    return line + (f" --skip {spans(skip)}" if skip else "")
+
+
+def spans(steps: frozenset[int]) -> str:
+    """`3,5-9,12`: a set of steps as the `--skip` option takes it."""
+    out: list[str] = []
+    for n in sorted(steps):
+        if out and "-" not in out[-1] and int(out[-1]) == n - 1:
+            out[-1] = f"{n - 1}-{n}"
+        elif out and "-" in out[-1] and int(out[-1].split("-")[1]) == n - 1:
+            out[-1] = f"{out[-1].split('-')[0]}-{n}"
+        else:
+            out.append(str(n))
+    return ",".join(out)
+
+
+def parse_spans(text: str) -> frozenset[int]:
+    out: set[int] = set()
+    for part in filter(None, text.split(",")):
+        low, _, high = part.partition("-")
+        out.update(range(int(low), int(high or low) + 1))
+    return frozenset(out)
+
+
+def run_seed(
+    seed: int,
+    steps: int,
+    workdir: Path | None = None,
+    skip: frozenset[int] = frozenset(),
+    stream: str = "step",
+) -> Sim:
+    """One seed in a fresh state dir (removed after unless `workdir` is given); the steps in
+    `skip` draw their fault and input but do neither (shrinking); `stream` as `Sim` says."""
     own = workdir is None
     shm = "/dev/shm" if os.path.isdir("/dev/shm") else None  # a real file, without the disk's fsync
     path = Path(tempfile.mkdtemp(prefix=f"devicesim-{seed}-", dir=shm)) if own else workdir
     assert path is not None
-    sim = Sim(seed, path)
+    sim = Sim(seed, path, stream)
+    sim.skip = skip
     try:
         sim.run(steps)
     finally:
         if own:
             shutil.rmtree(path, ignore_errors=True)
     return sim
-
-
-def _unused() -> float:
-    return time.monotonic()

@@ -1,13 +1,18 @@
-"""The device simulator (tests/devicesim): a fixed set of seeds runs with no oracle violated, and
-a seed replays step for step (the same seed twice gives a byte-identical trace)."""
+"""The device simulator (tests/devicesim): a fixed set of seeds runs with no oracle violated, a
+seed replays step for step (the same seed twice gives a byte-identical trace), and a failing run
+shrinks to the few steps that still fail. The seeds found before the per-step stream existed
+(834, 988, 1094, the agent seeds 9 and 13) replay on the one stream they were drawn from."""
 
 from __future__ import annotations
 
 import os
+from typing import Any
 
 import pytest
 
-from tests.devicesim.run import run_seed
+from tests.devicesim.oracles import ORACLES, oracle
+from tests.devicesim.run import SimFailure, parse_spans, run_seed
+from tests.devicesim.shrink import shrink
 
 SEEDS = [int(s) for s in os.environ.get("A2A_SIM_SEEDS", "1,2,3,4,5,6,7,8").split(",")]
 STEPS = int(os.environ.get("A2A_SIM_STEPS", "240"))
@@ -27,7 +32,7 @@ AGENT_SEEDS = [int(s) for s in os.environ.get("A2A_SIM_AGENT_SEEDS", "9,13").spl
 
 @pytest.mark.parametrize("seed", AGENT_SEEDS)
 def test_agents_come_and_go_with_every_promise_kept(seed: int) -> None:
-    sim = run_seed(seed, STEPS)
+    sim = run_seed(seed, STEPS, stream="one")
     assert sim.presence.drawn["agent_death"] + sim.presence.drawn["agent_restart"] > 0
     assert sim.checks["restart_per_policy"] >= STEPS
 
@@ -42,18 +47,44 @@ def test_the_same_seed_replays_step_for_step() -> None:
 def test_a_cancel_cut_by_a_power_cut_owes_no_safe_stop() -> None:
     # seed 834: a pui cancel of a move, then a power cut before the agent confirmed it; the new
     # boot forgot the move and the runtime ended it `agent_restarted` — no safe stop is owed
-    sim = run_seed(834, 60)
+    sim = run_seed(834, 60, stream="one")
     assert sim.step == 60
     assert sim.faults["power_cut"] > 0
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open bug (found by the long run, seeds 988 and 1094): a callback held unacknowledged "
-    "while storage refused writes, then a power cut past its ack deadline; at the start the "
-    "recovery's tick fires the deadline before the broker's redelivered callback is taken in, so "
-    "a step its agent answered in time ends TIMEOUT. The fix: hold deadline enforcement at start "
-    "until the first connection's redelivery has gone through the intake.",
-)
-def test_a_callback_held_across_a_power_cut_counts_before_its_deadline_fires() -> None:
-    run_seed(988, 113)
+@pytest.mark.parametrize(("seed", "steps"), [(988, 113), (1094, 78)])
+def test_a_callback_held_across_a_power_cut_counts_before_its_deadline_fires(
+    seed: int, steps: int
+) -> None:
+    # a callback held unacknowledged while storage refused writes, then a power cut past its
+    # ack deadline: the start fires late deadlines only after the broker's redelivery was taken
+    # in (edge/runtime/executor.py take_deadline; tests/edge/test_start_deadlines.py)
+    sim = run_seed(seed, steps, stream="one")
+    assert sim.step == steps
+    assert sim.checks["timely_callback_counts"] >= steps
+
+
+def test_a_failing_run_shrinks_to_the_steps_that_still_fail_and_replays() -> None:
+    # a bug planted as an oracle: two presses reaching the device after a workflow push
+    @oracle("planted")
+    def planted(sim: Any, before: int) -> list[str]:
+        pushed, pressed = sim.model.pushed, sim.model.pressed_reached
+        return ["two presses after a push"] if pushed and len(pressed) >= 2 else []
+
+    try:
+        with pytest.raises(SimFailure) as failed:
+            run_seed(5, 200)
+        first = failed.value.sim
+        shrunk = shrink(failed.value, max_runs=100)
+        assert shrunk.oracles == {"planted"}
+        assert shrunk.kept <= 4 < first.step  # a push and two presses (and at most one more)
+        said = [line.split(maxsplit=2)[2] for line in shrunk.report().splitlines()[3:]]
+        assert sum(s.startswith("pui ") for s in said) == 2
+        assert sum(s.startswith("workflow ") for s in said) >= 1
+        assert parse_spans(shrunk.command.split("--skip ")[1]) == shrunk.skip
+        with pytest.raises(SimFailure) as again:  # the printed line replays it
+            run_seed(shrunk.seed, shrunk.steps, skip=shrunk.skip)
+        assert {v.oracle for v in again.value.sim.violation} == {"planted"}
+        assert again.value.sim.trace == shrunk.trace
+    finally:
+        ORACLES.pop("planted")
