@@ -63,7 +63,9 @@ class Correlator:
             raise TimeoutError("huey peer: not subscribed within 10 s")
 
     def _on_connect(self, client: paho.Client, _u: Any, _f: Any, _r: Any, _p: Any) -> None:
-        client.subscribe(f"{self.root}/task/callback", qos=1)
+        # an agent answers on its capability's own topic, `P/task/callback/<capability_id>`
+        # (SPEC §2); the shared `P/task/callback` is still allowed
+        client.subscribe([(f"{self.root}/task/callback", 1), (f"{self.root}/task/callback/+", 1)])
 
     def _on_message(self, _c: paho.Client, _u: Any, msg: paho.MQTTMessage) -> None:
         body = json.loads(msg.payload)
