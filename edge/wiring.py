@@ -238,6 +238,7 @@ def _replayer(
         batch_size=settings.sync.batch_size,
         deadline_s=settings.sync.deadline_s,
         max_backoff_s=max_backoff_s,
+        linger_s=settings.sync.linger_s,
     )
 
 

@@ -70,6 +70,7 @@ class Replayer:
         batch_size: int,
         deadline_s: float = 10.0,
         max_backoff_s: float = 60.0,
+        linger_s: float = 0.0,
     ) -> None:
         # the writer's transactions: edge passes its unit of work's, so that one connection
         # has one transaction API (and storage errors are translated where they commit)
@@ -82,6 +83,7 @@ class Replayer:
         self._batch_size = batch_size
         self._deadline_s = deadline_s
         self._max_backoff_s = max_backoff_s
+        self._linger_s = linger_s
         self.limit = batch_size
         self.in_flight = 0
         self.acked_total = 0
@@ -101,9 +103,15 @@ class Replayer:
 
     async def run(self, idle_check_s: float = 5.0) -> None:
         self._wake.set()  # writes an earlier run left go at once, not after the first idle check
+        linger = 0.0
         while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), idle_check_s)
+            if self._wake.is_set() and linger:
+                # the writes of the turns that follow within `linger_s` go in this request: one
+                # exchange (its HTTP round trip, its commit) for a run of turns, not one each
+                await asyncio.sleep(linger)
+            linger = self._linger_s
             self._wake.clear()
             try:
                 await self.drain()

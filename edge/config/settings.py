@@ -187,6 +187,7 @@ class SyncSettings(_Section):
     batch_size: int = Field(100, ge=1, le=1000)
     deadline_s: float = Field(10.0, gt=0, le=300)  # one sync request, retries included
     max_backoff_s: float = Field(60.0, gt=0, le=3600)
+    linger_s: float = Field(0.5, ge=0, le=60)  # a new write waits this long for the next ones
     warn_pending: int = Field(1000, ge=1)  # warn on P/runtime/status past this many writes
     warn_age_s: int = Field(86400, ge=1)  # ... or when the oldest unsent write is this old
 

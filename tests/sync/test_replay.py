@@ -320,6 +320,36 @@ def test_kick_cuts_a_backoff_short(
     assert elapsed < 0.5, f"the kick did not cut the backoff short ({elapsed:.2f} s)"
 
 
+def test_writes_notified_within_the_linger_go_in_one_request(
+    state_db: Database, outbox: SyncOutbox, replayer: MakeReplayer
+) -> None:
+    """What an earlier run left goes at once; after that a notified write waits `linger_s` for
+    the writes of the turns that follow, and they go in one request rather than one each."""
+    left = queue(state_db, outbox, 1)
+    cloud = FakeCloud([acked_all])
+    replay = replayer(cloud, FakeSink(), linger_s=0.2)
+
+    async def go() -> None:
+        loop = asyncio.create_task(replay.run())
+        deadline = time.monotonic() + 5
+        while len(cloud.requests) < 1:  # the first wake does not linger
+            assert time.monotonic() < deadline, "what an earlier run left was not sent"
+            await asyncio.sleep(0.001)
+        for _ in range(3):  # three turns, one after the other, each notifying
+            queue(state_db, outbox, 1)
+            replay.notify()
+            await asyncio.sleep(0.01)
+        while outbox.pending():
+            assert time.monotonic() < deadline, "the notified writes were not sent"
+            await asyncio.sleep(0.01)
+        loop.cancel()
+
+    run(go())
+
+    assert cloud.sent()[0] == left
+    assert [len(ids) for ids in cloud.sent()] == [1, 3]
+
+
 def test_a_forget_between_tries_is_seen_by_the_next_try(
     state_db: Database, outbox: SyncOutbox, replayer: MakeReplayer
 ) -> None:
