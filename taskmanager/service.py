@@ -162,7 +162,7 @@ class TaskManager:
         outcome = decide(self.board, event, now)
         result = Result()
         etags = {wf.workflow_id: wf.etag for wf in outcome.changed}
-        with self._db.atomic():
+        with self._db.atomic(), self.store.change():
             for wf in outcome.changed:
                 self.store.save(wf, now)
             cancels = [e for e in outcome.effects if isinstance(e, CancelTask)]
@@ -240,7 +240,7 @@ class TaskManager:
                 turn.session_id,
                 turn.person_id,
             )
-        with self._db.atomic():
+        with self._db.atomic(), self.store.change():  # the request and what it started: one row
             self.store.trace(
                 checked.workflow_id,
                 now,
@@ -296,7 +296,12 @@ class TaskManager:
 
     def callback(self, cb: Callback) -> Result:
         """The agent's evidence goes through the operation's allowlist first (SPEC 4.5): what
-        is dropped never reaches the core, the store, an event, the trace or a report."""
+        is dropped never reaches the core, the store, an event, the trace or a report. One
+        change: a confirmation and the release it causes trace one row per workflow."""
+        with self.store.change():
+            return self._callback(cb)
+
+    def _callback(self, cb: Callback) -> Result:
         workflow_id, _, step_id = cb.task_id.rpartition(":")
         wf = self.board.workflows.get(workflow_id)
         step = wf.step(step_id) if wf else None
@@ -486,6 +491,10 @@ class TaskManager:
 
     def tick(self) -> Result:
         """Deadlines that passed fire; so do cancel confirmation windows (SPEC 4.2)."""
+        with self.store.change():
+            return self._tick()
+
+    def _tick(self) -> Result:
         result = self._apply(Tick())
         now = self._clock.now()
         due = self.watches.next_due()
@@ -509,7 +518,7 @@ class TaskManager:
         now = self._clock.now()
         first = capability_id not in self.agents.seen()
         result = Result()
-        with self._db.atomic():
+        with self._db.atomic(), self.store.change():
             agent, changed = self.agents.take(capability_id, state, boot_id, tasks, ts, known, now)
             if known and changed:
                 event = Presence(
@@ -600,6 +609,10 @@ class TaskManager:
 
     def decision(self, workflow_id: str, decision: Any) -> Result:
         """Apply the supervisor's answer (`None` when there was none or it did not arrive)."""
+        with self.store.change():
+            return self._decision(workflow_id, decision)
+
+    def _decision(self, workflow_id: str, decision: Any) -> Result:
         wf = self.board.workflows.get(workflow_id)
         if wf is None:
             return Result(ignored=[Ignored("unknown_workflow", workflow_id)])

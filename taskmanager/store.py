@@ -1,9 +1,12 @@
 """Workflows on disk: one row per workflow (its JSON document plus the columns queries need) and
-a trace of everything that happened to it. Writes run inside the caller's transaction."""
+a trace of everything that happened to it, one row per change (taskmanager/trace_rows.py).
+Writes run inside the caller's transaction."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -20,6 +23,7 @@ from taskmanager.model import (
     workflow_to_json,
 )
 from taskmanager.redact import fold, fragments
+from taskmanager.trace_rows import Entry, Row, TraceBuffer, expand
 
 TERMINAL_SQL = "('completed', 'failed', 'cancelled', 'rejected')"
 
@@ -126,6 +130,7 @@ class WorkflowStore:
         # from disk counts as marked (a forget before a restart is not remembered).
         self._marked: dict[str, frozenset[str]] = {}
         self._scrub = False
+        self._trace = TraceBuffer(self._write_trace)
 
     def load_active(self) -> Board:
         rows = self._db.execute(
@@ -346,11 +351,32 @@ class WorkflowStore:
     def trace(
         self, workflow_id: str, now: datetime, etag: int | None, kind: str, detail: dict[str, Any]
     ) -> None:
-        self._db.execute(
+        """One entry of the workflow's trace: written with the rest of its change when a
+        `change()` is open, else at once (a row of its own)."""
+        self._trace.record(Entry(workflow_id, iso(now), etag, kind, detail))
+
+    @contextmanager
+    def change(self) -> Iterator[None]:
+        """One change: every entry traced in it goes into one row per workflow, written when
+        the outermost `change()` closes (nested ones join it), inside the transaction open then
+        — or one of its own when none is open. An exception drops the entries of its level."""
+        if self._db.conn.in_transaction:
+            with self._trace.grouped():
+                yield
+            return
+        with self._db.atomic(), self._trace.grouped():
+            yield
+
+    def _write_trace(self, rows: list[Row]) -> None:
+        sql = (
             "INSERT INTO workflow_trace (workflow_id, ts, etag, kind, detail)"
-            " VALUES (?, ?, ?, ?, ?)",
-            [workflow_id, iso(now), etag, kind, jsonx.dumps(detail)],
+            " VALUES (?, ?, ?, ?, ?)"
         )
+        params = [(r.workflow_id, r.ts, r.etag, r.kind, jsonx.dumps(r.detail)) for r in rows]
+        if len(params) == 1:
+            self._db.execute(sql, list(params[0]))
+        else:
+            self._db.conn.executemany(sql, params)
 
     def get(self, workflow_id: str) -> dict[str, Any] | None:
         row = self._db.execute(
@@ -359,14 +385,13 @@ class WorkflowStore:
         return json.loads(row[0]) if row else None
 
     def timeline(self, workflow_id: str) -> list[dict[str, Any]]:
+        """Every entry of the workflow's trace in order, a change's row expanded into its
+        entries (rows of one entry, and those written before issue 36, read as they are)."""
         rows = self._db.execute(
             "SELECT ts, etag, kind, detail FROM workflow_trace WHERE workflow_id = ? ORDER BY id",
             [workflow_id],
         ).fetchall()
-        return [
-            {"ts": ts, "etag": etag, "kind": kind, **json.loads(detail)}
-            for ts, etag, kind, detail in rows
-        ]
+        return [entry for row in rows for entry in expand(*row)]
 
     def counts_by_status(self) -> dict[str, int]:
         """status -> how many workflows have it (only statuses that occur), ordered by status."""

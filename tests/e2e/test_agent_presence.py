@@ -21,6 +21,7 @@ from sim.cloud import SimCloud
 from sim.probe import MqttProbe
 from tests.conftest import ROOT, RuntimeFactory, StateRows, eventually, refusal, workflow_event
 from tests.e2e.test_cli import a2a_edge
+from tests.e2e.traces import trace_details
 
 SCRIPT = Path(__file__).with_name("presence_agent.py")
 EVENTS = f"{ROOT}/workflow/event"
@@ -107,12 +108,7 @@ def test_a_killed_agent_ends_its_running_move_within_two_seconds(
     )
     assert reported[0]["decision_requested"] is True
     workflow_event(probe, "wf-k", "WORKFLOW_FAILED")
-    trace = [
-        json.loads(d)
-        for (d,) in state_rows(
-            "SELECT detail FROM workflow_trace WHERE workflow_id = 'wf-k' AND kind = 'presence'"
-        )
-    ]
+    trace = [json.loads(d) for d in trace_details(state_rows, "wf-k", "presence")]
     assert trace and trace[0]["state"] == "offline" and trace[0]["outcome"] == "failed"
     assert trace[0]["was_boot"] == agent.boot_id
 
@@ -187,9 +183,7 @@ def test_a_power_cut_mid_move_is_never_resumed_blindly(
         ]
     )
     assert told[0]["event"]["reason"] == "agent_restarted"
-    [(detail,)] = state_rows(
-        "SELECT detail FROM workflow_trace WHERE workflow_id = 'wf-p' AND kind = 'presence'"
-    )
+    [detail] = trace_details(state_rows, "wf-p", "presence")
     assert json.loads(detail)["at_start"] is True
     print(f"robot restart -> move settled: {settled:.2f} s (includes the runtime's start)")
     again.stop()

@@ -18,6 +18,7 @@ from sim.cloud import SimCloud
 from sim.devices import Behavior, DeviceAgents
 from sim.probe import MqttProbe
 from tests.conftest import ROOT, RuntimeFactory, StateRows, eventually, workflow_event
+from tests.e2e.traces import trace_details
 
 MOVE = "wf-c:step_move"
 STOP = MOVE + "~safe_stop"
@@ -71,13 +72,8 @@ def test_an_agents_own_cancelled_is_the_confirmation_not_a_refusal(
     start_moving(probe, devices)
     press(probe)
     eventually(lambda: devices.tasks[MOVE].task.terminal)  # the helper CANCELLED it
-    confirmed = eventually(
-        lambda: state_rows(
-            "SELECT detail FROM workflow_trace WHERE kind = 'cancel_confirmed'"
-            " AND workflow_id = 'wf-c'"
-        )
-    )
-    assert '"body_status":"CANCELLED"' in confirmed[0][0]
+    confirmed = eventually(lambda: trace_details(state_rows, "wf-c", "cancel_confirmed"))
+    assert '"body_status":"CANCELLED"' in confirmed[0]
     assert not [e for e in probe.messages(f"{ROOT}/runtime/error") if e["error"] == "task_terminal"]
     assert state_rows("SELECT count(*) FROM cancel_watch") == [(0,)]
     assert len([c for c in devices.cancels if c["task_id"] == MOVE]) == 1  # no re-send needed
@@ -153,8 +149,8 @@ def test_a_late_completed_after_the_cancel_is_recorded_as_what_the_body_did(
     devices.complete(MOVE)  # the body finished the move before the cancel took
     done = workflow_event(probe, "wf-c", "CANCEL_CONFIRMED")
     assert (done["reason"], done["workflow_status"]) == ("completed", "cancelled")
-    trace = state_rows("SELECT detail FROM workflow_trace WHERE kind = 'cancel_confirmed'")
-    assert '"body_status":"COMPLETED"' in trace[0][0] and '"arrived_room":"안방"' in trace[0][0]
+    trace = trace_details(state_rows, kind="cancel_confirmed")
+    assert '"body_status":"COMPLETED"' in trace[0] and '"arrived_room":"안방"' in trace[0]
     told = eventually(
         lambda: [
             r["body"]["event"]

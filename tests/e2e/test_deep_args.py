@@ -12,6 +12,7 @@ from a2a_common.jsonx import MAX_DEPTH
 from sim.cloud import SimCloud
 from sim.probe import MqttProbe
 from tests.conftest import ROOT, RuntimeFactory, StateRows, eventually, workflow_event
+from tests.e2e.traces import trace_details
 
 EVENTS = f"{ROOT}/workflow/event"
 
@@ -65,6 +66,6 @@ def test_a_turn_whose_planner_nests_args_900_deep_dispatches_none_of_them(
         f"{ROOT}/task/command/speaker"
     )
     assert [c["task_id"] for c in sent] == ["wf-ok:go"], sent
-    trace = state_rows("SELECT detail FROM workflow_trace WHERE workflow_id = 'wf-deep'")
-    assert '"[too deep]"' in trace[0][0]  # the trace keeps a bounded copy of the request
-    assert json.loads(trace[0][0])["reason"].startswith("step go: args")
+    trace = trace_details(state_rows, "wf-deep")
+    assert '"[too deep]"' in trace[0]  # the trace keeps a bounded copy of the request
+    assert json.loads(trace[0])["reason"].startswith("step go: args")

@@ -14,6 +14,7 @@ from sim.cloud import SimCloud
 from sim.probe import MqttProbe
 from tests.conftest import ROOT, RuntimeFactory, StateRows, eventually, workflow_event
 from tests.e2e.test_privacy import residue
+from tests.e2e.traces import trace_details
 
 EVENTS, REPORTS = f"{ROOT}/workflow/event", "/v1/a2a/workflow/events"
 VITAL = "wf-vital:step_vital"
@@ -86,7 +87,7 @@ def test_vital_readings_are_never_stored_evented_or_reported(
     events = [e for e in probe.messages(EVENTS) if e["workflow_id"] == "wf-vital"]
     assert not leaks(json.dumps(events)), events
 
-    trace = [json.loads(d) for (d,) in state_rows("SELECT detail FROM workflow_trace")]
+    trace = [json.loads(d) for d in trace_details(state_rows)]
     dropped = [d for d in trace if d.get("dropped")]
     assert dropped and dropped[0]["dropped"]["count"] == 3, trace  # counted, keys not named
     docs = state_rows("SELECT doc FROM workflows")
@@ -129,7 +130,7 @@ def test_bad_evidence_is_dropped_and_the_status_still_applies(
     assert not [e for e in probe.messages(f"{ROOT}/runtime/error") if "ref" in e]
     doc = json.loads(state_rows("SELECT doc FROM workflows")[0][0])
     assert doc["steps"][0]["evidence"] is None
-    trace = [json.loads(d) for (d,) in state_rows("SELECT detail FROM workflow_trace")]
+    trace = [json.loads(d) for d in trace_details(state_rows)]
     whys = [d["dropped"]["why"] for d in trace if d.get("dropped")]
     assert whys == [{"not_an_object": 1}, {"value_not_allowed": 1}], trace
     assert "measured_142_95" not in json.dumps(trace) and "142" not in json.dumps(trace)
@@ -240,11 +241,7 @@ def purify(probe: MqttProbe, workflow_id: str) -> None:
 
 
 def move_evidence(state_rows: StateRows, workflow_id: str) -> list[Any]:
-    rows = state_rows(
-        "SELECT detail FROM workflow_trace WHERE workflow_id = ? AND kind = 'evidence'",
-        (workflow_id,),
-    )
-    details = [json.loads(d) for (d,) in rows]
+    details = [json.loads(d) for d in trace_details(state_rows, workflow_id, "evidence")]
     return [d for d in details if d["step_id"] == "step_go"]  # the move's
 
 

@@ -18,6 +18,7 @@ from sim.probe import MqttProbe
 from sim.routing import rest_experience, rest_steps
 from tests.conftest import ROOT, RuntimeFactory, StateRows, eventually, refusal, workflow_event
 from tests.e2e.test_cli import Cli, cli  # noqa: F401  (the fixture)
+from tests.e2e.traces import trace_entries
 
 REPORTS = "/v1/a2a/workflow/events"
 REST_TEXT = "오늘 너무 피곤해. 10분 동안 편하게 쉴 수 있게 도와줘."
@@ -65,10 +66,7 @@ def command(probe: MqttProbe, task_id: str) -> Any:
 
 
 def trace(state_rows: StateRows, wf: str) -> list[tuple[str, Any]]:
-    rows = state_rows(
-        "SELECT kind, detail FROM workflow_trace WHERE workflow_id = ? ORDER BY id", (wf,)
-    )
-    return [(kind, json.loads(detail)) for kind, detail in rows]
+    return [(kind, json.loads(detail)) for kind, detail in trace_entries(state_rows, wf)]
 
 
 def kinds(state_rows: StateRows, wf: str) -> list[str]:

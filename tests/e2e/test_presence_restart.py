@@ -12,6 +12,7 @@ from sim.broker import Mosquitto, free_port
 from sim.probe import MqttProbe
 from tests.conftest import ROOT, RuntimeFactory, StateRows, eventually, workflow_event
 from tests.e2e.test_agent_presence import AgentProc, agents_row, one_step, status_of
+from tests.e2e.traces import trace_details
 
 EVENTS = f"{ROOT}/workflow/event"
 STEP_OUTCOMES = ("DISPATCHED", "FAILED", "TIMEOUT")
@@ -80,9 +81,7 @@ def test_a_move_in_flight_at_a_power_cut_with_an_empty_broker_is_never_sent_agai
     resent = [c for c in probe.messages(f"{ROOT}/task/command/mobility") if c["attempt"] > 1]
     assert resent == [], resent
     assert again.commands("wf-pc:s") == []
-    detail = state_rows(
-        "SELECT detail FROM workflow_trace WHERE workflow_id = 'wf-pc' AND kind = 'redispatched'"
-    )
+    detail = trace_details(state_rows, "wf-pc", "redispatched")
     assert detail == [], detail
     again.stop()
 
@@ -123,12 +122,7 @@ def test_a_stale_offline_changes_nothing_and_a_task_ended_that_the_agent_still_h
     cancel = probe.wait_for(f"{ROOT}/task/cancel/mobility", lambda b: b["task_id"] == "wf-st:s")
     assert cancel["reason"] == "supervisor", cancel
     eventually(lambda: [x for x in agent.lines if x.startswith("cancelled wf-st:s")])
-    confirmed = eventually(
-        lambda: state_rows(
-            "SELECT detail FROM workflow_trace WHERE workflow_id = 'wf-st'"
-            " AND kind = 'cancel_confirmed'"
-        )
-    )
+    confirmed = eventually(lambda: trace_details(state_rows, "wf-st", "cancel_confirmed"))
     assert confirmed
     agent.stop()
 
