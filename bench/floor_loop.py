@@ -1,12 +1,17 @@
-"""The CPU floor of bench.floor, as a process of its own: bare paho (threaded loop, Nagle off)
+"""The floor of bench.floor, as a process of its own: bare paho (threaded loop, Nagle off)
 → one SQLite transaction per batch of inbound messages (WAL, `synchronous=FULL`, one row per
 message) → the answers published. Nothing else: no validation, no state machine, no outbox.
 
 - `P/turn/request` → the row → an httpx POST of the turn to the sim cloud (the body our runtime
   sent for a turn, captured by bench.floor, with this turn's id and text) → `P/turn/response`;
-- `P/workflow/request` → the row → the first step's command on `P/task/command/<capability>`;
-- `P/task/callback` → the row → on COMPLETED the next step's command, or after the last step
-  one `P/workflow/event` WORKFLOW_COMPLETED (RUNNING callbacks are only recorded).
+- `P/workflow/request` → the row → the command of every step without `depends_on` on
+  `P/task/command/<capability>`;
+- `P/task/callback/<capability>` → the row → on COMPLETED the command of every step whose
+  dependencies are now all done, or after the last step one `P/workflow/event`
+  WORKFLOW_COMPLETED (other callbacks are only recorded);
+- `P/pui/event` `{event_id, kind: "cancel", workflow_id?}` → the row → `P/task/cancel/<capability>`
+  (reason `pui`) for every task it commanded that has not completed (of that workflow, or of
+  every one), then `P/pui/result` (`cancelled` with the workflow ids, or `nothing_active`).
 
     .venv/bin/python -m bench.floor_loop --db floor.db --port N --root a2a/robot-floor \\
         --cloud http://127.0.0.1:M --template turn.json
@@ -42,7 +47,8 @@ class Floor:
             "CREATE TABLE IF NOT EXISTS inbound (id INTEGER PRIMARY KEY, topic TEXT, body BLOB)"
         )
         self.http = httpx.Client(base_url=args.cloud, timeout=10)
-        self.steps: dict[str, tuple[str, list[dict[str, Any]], int]] = {}  # task_id -> where
+        self.flows: dict[str, Flow] = {}  # workflow_id -> its steps and what is done
+        self.running: dict[str, tuple[str, str]] = {}  # task_id -> (workflow_id, capability)
         self.inbox: queue.SimpleQueue[tuple[str, bytes]] = queue.SimpleQueue()
         self.client = paho.Client(
             callback_api_version=CallbackAPIVersion.VERSION2,
@@ -55,7 +61,8 @@ class Floor:
         self.client.connect("127.0.0.1", args.port, keepalive=30)
 
     def _on_connect(self, client: paho.Client, _u: Any, _f: Any, _r: Any, _p: Any) -> None:
-        for kind in ("turn/request", "workflow/request", "task/callback"):
+        kinds = ("turn/request", "workflow/request", "task/callback/+", "pui/event")
+        for kind in kinds:
             client.subscribe(f"{self.root}/{kind}", qos=1)
 
     def run(self) -> None:
@@ -87,35 +94,78 @@ class Floor:
                 {"turn_id": body["turn_id"], "status": "ok", "text": answer.get("response_text")},
             )
         elif kind == "workflow/request":
-            self.dispatch(str(body["workflow_id"]), body["steps"], 0)
-        elif kind == "task/callback" and body.get("status") == "COMPLETED":
-            where = self.steps.pop(str(body.get("task_id")), None)
-            if where is None:
-                return
-            workflow_id, steps, index = where
-            if index + 1 < len(steps):
-                self.dispatch(workflow_id, steps, index + 1)
-            else:
-                self.publish(
-                    "workflow/event", {"workflow_id": workflow_id, "status": "WORKFLOW_COMPLETED"}
-                )
+            flow = Flow(str(body["workflow_id"]), body["steps"])
+            self.flows[flow.workflow_id] = flow
+            self.dispatch(flow)
+        elif kind.startswith("task/callback/") and body.get("status") == "COMPLETED":
+            self.completed(str(body.get("task_id")))
+        elif kind == "pui/event" and body.get("kind") == "cancel":
+            self.cancel(str(body["event_id"]), body.get("workflow_id"))
 
-    def dispatch(self, workflow_id: str, steps: list[dict[str, Any]], index: int) -> None:
-        step = steps[index]
-        task_id = f"{workflow_id}:{step['step_id']}"
-        self.steps[task_id] = (workflow_id, steps, index)
+    def completed(self, task_id: str) -> None:
+        """The steps it unblocks commanded, or the workflow's WORKFLOW_COMPLETED."""
+        where = self.running.pop(task_id, None)
+        found = self.flows.get(where[0]) if where is not None else None
+        if found is None:
+            return
+        found.done.add(task_id.split(":", 1)[1])
+        if len(found.done) < len(found.steps):
+            self.dispatch(found)
+            return
+        del self.flows[found.workflow_id]
+        self.publish(
+            "workflow/event", {"workflow_id": found.workflow_id, "status": "WORKFLOW_COMPLETED"}
+        )
+
+    def dispatch(self, flow: Flow) -> None:
+        """The command of every step not sent yet whose dependencies are all done."""
         now = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-        command = {
-            "task_id": task_id,
-            "workflow_id": workflow_id,
-            "step_id": step["step_id"],
-            "capability_id": step["capability_id"],
-            "operation_id": step["operation_id"],
-            "args": step.get("args") or {},
-            "attempt": 1,
-            "issued_at": now,
-        }
-        self.publish(f"task/command/{step['capability_id']}", command)
+        for step in flow.steps:
+            step_id = step["step_id"]
+            if step_id in flow.sent or not flow.done.issuperset(step.get("depends_on") or ()):
+                continue
+            flow.sent.add(step_id)
+            task_id = f"{flow.workflow_id}:{step_id}"
+            self.running[task_id] = (flow.workflow_id, step["capability_id"])
+            command = {
+                "task_id": task_id,
+                "workflow_id": flow.workflow_id,
+                "step_id": step_id,
+                "capability_id": step["capability_id"],
+                "operation_id": step["operation_id"],
+                "args": step.get("args") or {},
+                "attempt": 1,
+                "issued_at": now,
+            }
+            self.publish(f"task/command/{step['capability_id']}", command)
+
+    def cancel(self, event_id: str, workflow_id: str | None) -> None:
+        """A press: every commanded task not completed (of `workflow_id`, or of every
+        workflow) gets its `task/cancel`; then the press its `pui/result`."""
+        ended: list[str] = []
+        for task_id, (owner, capability) in list(self.running.items()):
+            if workflow_id is not None and owner != workflow_id:
+                continue
+            del self.running[task_id]
+            self.publish(
+                f"task/cancel/{capability}",
+                {"task_id": task_id, "workflow_id": owner, "reason": "pui"},
+            )
+            if owner not in ended:
+                ended.append(owner)
+        for owner in ended:
+            self.flows.pop(owner, None)
+        status = "cancelled" if ended else "nothing_active"
+        self.publish("pui/result", {"event_id": event_id, "status": status, "workflow_ids": ended})
+
+
+class Flow:
+    """A workflow's steps, those commanded and those completed (by step id)."""
+
+    def __init__(self, workflow_id: str, steps: list[dict[str, Any]]) -> None:
+        self.workflow_id, self.steps = workflow_id, steps
+        self.sent: set[str] = set()
+        self.done: set[str] = set()
 
 
 def main() -> None:

@@ -9,7 +9,8 @@ A control surface under `/_sim/` lets tests inject faults and read the request l
   many requests the fault hits (absent: until reset);
 - `GET /_sim/requests` — every request received, oldest first; a batch of workflow reports
   (SPEC §3.3) is one record per report, its body the single form's, marked `batch` (the batch's
-  `request_id`);
+  `request_id`); once answered a record has `took_s`, the cloud's own time for the request
+  (its headers read → its answer written: bench.floor takes it out of a turn's round trip);
 - `GET /_sim/posts` — every HTTP request as it came (`path`, `reports`: how many it carried,
   `bytes`: its body's length);
 - `GET /_sim/reports` — workflow reports taken, each once by `request_id` whichever road it came
@@ -115,12 +116,22 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(404, {"error": "not_found"})
 
     def do_POST(self) -> None:
-        state = self.server.state
+        arrived = time.monotonic()  # the request line and headers read
         body = self._body()
         if self.path.startswith("/_sim/"):
             self._control(body)
             return
-        self._record(body)
+        records = self._record(body)
+        try:
+            self._answer(body)
+        finally:  # the cloud's own time for it: arrival -> answer written (bench.floor)
+            took = time.monotonic() - arrived
+            with self.server.state.lock:
+                for record in records:
+                    record["took_s"] = took
+
+    def _answer(self, body: Any) -> None:
+        state = self.server.state
         self.batch = _batch_of(body) if self.path == EVENTS else None
         fault = self.fault = state.take_fault(self.path)
         if fault.latency_s:
@@ -185,7 +196,8 @@ class _Handler(BaseHTTPRequestHandler):
                 state.let_go -= 1
             state.held -= 1
 
-    def _record(self, body: Any) -> None:
+    def _record(self, body: Any) -> list[dict[str, Any]]:
+        """Log the request (its records, returned, get `took_s` once it is answered)."""
         now, state = time.time(), self.server.state
         batch = _batch_of(body) if self.path == EVENTS else None
         with state.lock:
@@ -193,12 +205,24 @@ class _Handler(BaseHTTPRequestHandler):
             count = 1 if batch is None else len(batch)
             state.posts.append({"path": self.path, "reports": count, "bytes": size, "at": now})
             if batch is None:
-                state.requests.append({"path": self.path, "body": body, "at": now})
-                return
-            for entry in batch:
-                single = {"device_id": body.get("device_id"), **entry, "decision_requested": False}
+                records = [{"path": self.path, "body": body, "at": now}]
+            else:
                 mark = body.get("request_id")
-                state.requests.append({"path": self.path, "body": single, "at": now, "batch": mark})
+                records = [
+                    {
+                        "path": self.path,
+                        "body": {
+                            "device_id": body.get("device_id"),
+                            **e,
+                            "decision_requested": False,
+                        },
+                        "at": now,
+                        "batch": mark,
+                    }
+                    for e in batch
+                ]
+            state.requests.extend(records)
+        return records
 
     def _batch(self, body: dict[str, Any]) -> None:
         """Terminal reports several in one request (SPEC §3.3): the first `accept_max` taken."""
