@@ -10,8 +10,11 @@ then COMPLETED (the purifier is dispatched), then every other round a PUI cancel
 purifier's CANCELLED confirmation, else the purifier's COMPLETED (the workflow ends). After each
 event every message handed is PUBACKed and one unit reaps the rows (what the heartbeat's commit
 does): counted apart as `reap`. `trace` and `outbox`: the `workflow_trace` and `mqtt_outbox`
-rows each event inserts. Statements: every SQL statement the app's connection ran
-(`set_trace_callback`), the transaction's own BEGIN/COMMIT/SAVEPOINT included.
+rows each event inserts. Run twice: with the trace written a row per entry (as before issue 36)
+and a row per change (now); and what writing the `workflow/event` messages of one change as one
+outbox row would save (measured only: not done, docs/design.md says why). Statements: every SQL
+statement the app's connection ran (`set_trace_callback`), the transaction's own
+BEGIN/COMMIT/SAVEPOINT included.
 
     .venv/bin/python -m bench.statements [--rounds 40] [--dir PATH]
 """
@@ -20,13 +23,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import tempfile
 import time
 from collections import Counter
+from contextlib import nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 import httpx
 
@@ -36,6 +40,7 @@ from edge.app.device import DeviceApp
 from edge.channel.topics import Arrival, PuiEventMsg, TaskCallbackMsg, WorkflowRequestMsg
 from edge.config.settings import Secrets, Settings
 from edge.wiring import build_app, open_db
+from taskmanager.store import WorkflowStore
 
 ROOT = "a2a/robot-bench"
 WRITES = ("INSERT", "UPDATE", "DELETE", "REPLACE")
@@ -96,6 +101,8 @@ class Counts:
             self.writes[self.kind] += sql.lstrip().upper().startswith(WRITES)
             for table in TABLES:
                 self.rows[self.kind, table] += sql.startswith(f"INSERT INTO {table} ")
+            event = sql.startswith("INSERT INTO mqtt_outbox ") and "/workflow/event'" in sql
+            self.rows[self.kind, "events"] += event
 
 
 def run(work: Path, rounds: int) -> tuple[Counts, int]:
@@ -155,9 +162,19 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--dir", type=Path, default=None, help="where the state DB goes")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
-        counts, traces = run(Path(tmp), args.rounds)
-    print(f"SQL statements per inbound event ({args.rounds} rounds), writes apart")
+    for per_entry in (True, False):
+        with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+            if per_entry:  # before issue 36: every trace entry a row of its own
+                with patch.object(WorkflowStore, "change", lambda _self: nullcontext()):
+                    counts, traces = run(Path(tmp), args.rounds)
+            else:
+                counts, traces = run(Path(tmp), args.rounds)
+        show(counts, traces, args.rounds, "_per_entry" if per_entry else "")
+
+
+def show(counts: Counts, traces: int, rounds: int, suffix: str) -> None:
+    how = "a trace row per entry (before)" if suffix else "a trace row per change (now)"
+    print(f"SQL statements per inbound event ({rounds} rounds, {how}), writes apart")
     print(
         f"{'event':<36} {'statements':>10} {'writes':>7} {'trace':>6} {'outbox':>7}"
         f" {'reap':>5} {'reap w':>7}"
@@ -175,18 +192,24 @@ def main() -> None:
             f"{kind:<36} {row[0]:>10.1f} {row[1]:>7.1f} {trace:>6.1f} {outbox:>7.1f}"
             f" {reaped[0]:>5.1f} {reaped[1]:>7.1f}"
         )
-        key = kind.replace(" -> ", "_").replace(" ", "_")
+        key = kind.replace(" -> ", "_").replace(" ", "_") + suffix
+        events = counts.rows[kind, "events"] / n
+        # the events of one change as one outbox row: one INSERT and one reaped DELETE fewer
+        # per event past the first (not done: measured only)
+        figures[f"{key}_outbox_grouping_would_save"] = round(2 * max(0.0, events - 1), 2)
         figures[f"{key}_statements"] = round(row[0], 2)
         figures[f"{key}_writes"] = round(row[1], 2)
         figures[f"{key}_reap_statements"] = round(reaped[0], 2)
         figures[f"{key}_trace_rows"] = round(trace, 2)
         figures[f"{key}_outbox_rows"] = round(outbox, 2)
-    rows = traces / args.rounds
+    rows = traces / rounds
     print(f"workflow_trace rows per workflow: {rows:.1f}")
-    figures["trace_rows_per_workflow"] = round(rows, 2)
+    figures[f"trace_rows_per_workflow{suffix}"] = round(rows, 2)
+    saved = [f"{v:.0f}" for k, v in figures.items() if k.endswith("would_save")]
+    print(f"events of a change as one outbox row would save, per event above: {' '.join(saved)}")
     for key, value in figures.items():
         record("statements", key, value)
-    print(json.dumps(figures, sort_keys=True))
+    print()
 
 
 if __name__ == "__main__":
