@@ -16,7 +16,7 @@ export BENCH_OUT="${BENCH_OUT:-$(mktemp -d -t a2a-bench.XXXXXX)}"
 mkdir -p "$BENCH_OUT" && rm -f "$BENCH_OUT"/*.json  # no figure of an earlier run in the table
 benches="snapshot replay runtime taskmanager cancel"
 [ -f bench/disk.py ] && benches="$benches disk"
-benches="$benches peers floor"
+benches="$benches peers floor statements"
 failed=""  # a bench that fails is named at the end; the others still run and are summarised
 started=$(date +%s)
 for bench in $benches; do
