@@ -183,16 +183,25 @@ class Sim:
             taken = (mid, self.clock.now(), len(self.wire.sent), body)
             self.model.callbacks.setdefault(body["task_id"], []).append(taken)
 
-    def _note_reached(self, msg: Inbound) -> None:
-        """What the oracles need of a message the device receives now."""
+    def _note_reached(self, msg: Inbound, ended: set[str] | None = None) -> None:
+        """What the oracles need of a message the device receives now; `ended`: the tasks
+        whose own agent's terminal callback came earlier in the same delivery."""
         topic, payload = msg.topic, msg.payload
         if self.kind(topic).startswith("task/callback"):
             self._note_callback(msg.mid, payload)
+            if ended is not None:
+                ended.update(self._ends_own(topic, payload))
         if self.kind(topic) == "pui/event":
             try:
-                self.model.pressed_reached.add(json.loads(payload)["event_id"])
+                event_id = json.loads(payload)["event_id"]
+                self.model.pressed_reached.add(event_id)
             except (ValueError, KeyError, TypeError):
                 return
+            # the tasks it stops are those still running when it comes in: one whose agent's
+            # COMPLETED was held (storage) and applied first, or came first, owes no cancel
+            running = {t for t, _cap in self.cancelable_tasks()} - (ended or set())
+            owed = self.model.press_tasks.get(event_id, [])
+            self.model.press_tasks[event_id] = [t for t in owed if t in running]
         if self.kind(topic) == "turn/request":
             try:
                 turn_id = json.loads(payload).get("turn_id")
@@ -200,6 +209,19 @@ class Sim:
                 return
             if isinstance(turn_id, str) and turn_id:
                 self.model.reached.add(turn_id)
+
+    def _ends_own(self, topic: str, payload: bytes) -> list[str]:
+        """A terminal callback on its task's own capability topic (or the shared one)."""
+        try:
+            body = json.loads(payload)
+            task_id, status = body["task_id"], body["status"]
+        except (ValueError, KeyError, TypeError):
+            return []
+        if status not in ("COMPLETED", "FAILED", "CANCELLED"):
+            return []
+        caps = dict(self.running_tasks())
+        own = self.kind(topic) == "task/callback" or topic.endswith(f"/{caps.get(task_id)}")
+        return [task_id] if own else []
 
     def consented(self, scope_name: str, at: datetime | None = None) -> bool:
         """Whether the device held consent for a category at `at` (default: now), as its own
@@ -416,9 +438,10 @@ class Sim:
             f"broker back (session {'kept' if session_kept else 'lost'}, {len(redelivered)} in)"
         )
         self.device.runtime.take_connection(session_kept)
+        ended: set[str] = set()
         for msg in redelivered:
             self.wire.unacked[msg.mid] = msg
-            self._note_reached(msg)
+            self._note_reached(msg, ended)
         if redelivered:
             self.device.take(redelivered)
         self.presence.subscribed(session_kept=session_kept)

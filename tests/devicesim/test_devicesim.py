@@ -64,6 +64,15 @@ def test_a_callback_held_across_a_power_cut_counts_before_its_deadline_fires(
     assert sim.checks["timely_callback_counts"] >= steps
 
 
+def test_a_press_owes_no_cancel_to_a_task_whose_completion_came_in_first() -> None:
+    # seed 14 (the long run at ff88d0d, shrunk): the dock's COMPLETED held while storage refused
+    # writes, a press while the broker was away; storage back applied the COMPLETED, then the
+    # press came in with nothing running — the oracle had wanted a cancel for the ended dock
+    sim = run_seed(14, 60, skip=parse_spans("1-47,49-52,54-59"))
+    assert sim.model.pressed_reached
+    assert sim.checks["pui_answered_at_once"] >= 60
+
+
 def test_a_failing_run_shrinks_to_the_steps_that_still_fail_and_replays() -> None:
     # a bug planted as an oracle: two presses reaching the device after a workflow push
     @oracle("planted")
