@@ -187,6 +187,7 @@ def _reports(
         device_id=settings.device_id,
         deadline_s=settings.taskmanager.events_deadline_s,
         live=live,
+        linger_s=settings.taskmanager.events_linger_s,
     )
 
 

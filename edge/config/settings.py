@@ -240,6 +240,7 @@ class TaskManagerSettings(_Section):
     ask_timeout_s: float = Field(300.0, gt=0, le=86400)  # SPEC 4.2: a question waits this long
     cancel_confirm_s: float = Field(2.0, gt=0, le=60)  # SPEC 4.2: each cancel window
     events_deadline_s: float = Field(10.0, gt=0, le=300)
+    events_linger_s: float = Field(0.25, ge=0, le=60)  # terminal reports wait for more this long
     keep_ended_days: int = Field(30, ge=1, le=3650)
 
 

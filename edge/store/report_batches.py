@@ -3,8 +3,9 @@ and the body they go in. Pure: the report worker (`edge/store/reports.py`) sends
 
 - What goes: the terminal reports waiting at the moment a send starts, in their order, up to
   `BATCH_MAX`; a decision report (one that asks the supervisor) always goes alone, and ends the
-  run of terminal reports before it (order is kept). Nothing waits to fill a batch: one report
-  waiting goes as the single form, as before.
+  run of terminal reports before it (order is kept). The worker may wait `linger_s` for more
+  terminal reports before it takes them (`Reports._linger`, ended by a decision report); one
+  report still alone then goes as the single form, as before.
 - Each entry keeps its report's own `request_id` — the one its single event or its
   `task_terminal` replay carries — so the cloud dedupes a report whichever road it came by; the
   batch's own `request_id` is kept across the retries of that request.

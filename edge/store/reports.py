@@ -10,6 +10,7 @@ in the unit of work that caused it, so the service sends it when it next starts.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections import deque
 from collections.abc import Callable
@@ -21,7 +22,7 @@ from a2a_common.clock import Clock
 from a2a_common.ids import new_ulid
 from a2a_common.writes import SyncWrite
 from cloud_client import CloudClient, CloudError
-from edge.store.report_batches import Waiting, batch_body, take
+from edge.store.report_batches import BATCH_MAX, Waiting, batch_body, batchable, take
 from edge.store.reports_owed import OwedReports
 from sync import SyncOutbox
 from taskmanager import Report
@@ -45,9 +46,11 @@ class Reports:
         deadline_s: float,
         live: bool,
         batch: bool = True,
+        linger_s: float = 0.0,
     ) -> None:
         """`batch`: False sends one report per request, as before issue 36 (bench/reports.py
-        compares the two)."""
+        compares the two). `linger_s`: terminal reports wait up to this long for more to share
+        their request (`_linger`)."""
         self._cloud = cloud
         self._clock = clock
         self._sync = sync_outbox
@@ -57,6 +60,7 @@ class Reports:
         self._live = live
         self._waiting: deque[Waiting] = deque()  # committed, not taken by a send yet
         self._ready: asyncio.Event | None = None  # the worker's (made on its loop)
+        self._linger_s = linger_s
         self._batches = batch  # till the cloud refuses the batch form (SPEC §3.3: till restart)
         # bodies made (and terminal ones owed) in a unit of work, until it commits; what a
         # rolled-back unit left is dropped with the next settle past STASH_MAX
@@ -135,7 +139,8 @@ class Reports:
             while not self._waiting:
                 ready.clear()
                 await ready.wait()
-            group = take(self._waiting, batches=self._batches)  # never waits for more
+            await self._linger(ready)
+            group = take(self._waiting, batches=self._batches)
             send = asyncio.create_task(self._send_group(group, apply, decide))
             self._sending = ({report.workflow_id for report, _ in group}, send)
             try:
@@ -154,6 +159,23 @@ class Reports:
                     group[0][0].workflow_id,
                     exc_info=send.exception(),
                 )
+
+    async def _linger(self, ready: asyncio.Event) -> None:
+        """While only terminal reports that ask nothing wait (fewer than a batch), wait up to
+        `linger_s` for more: a run of workflows ending one after another is one request, not
+        one each (issue 36). A decision report ends the wait at once (a workflow waits on its
+        answer); what waits is on disk (`reports_owed`) all along."""
+        if not self._linger_s or not self._batches:
+            return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._linger_s
+        while len(self._waiting) < BATCH_MAX and all(batchable(r) for r, _ in self._waiting):
+            left = deadline - loop.time()
+            if left <= 0:
+                return
+            ready.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(ready.wait(), left)
 
     def forgotten(self, workflow_ids: set[str]) -> None:
         """After the commit of a forget that removed these workflows (and their owed reports):

@@ -123,7 +123,12 @@ def test_a_power_cut_between_a_batch_and_its_answer_loses_no_report(
     cloud.hold_answers(None)
     runtime_factory()  # the owed reports go through the replay, with their request_ids
     eventually(lambda: set(arrived(cloud)) == every_report(), timeout_s=30)
-    taken = cloud.reports()
-    assert len(taken) == REPORTS  # no report got a new request_id on the way back
-    assert sum(taken.values()) - len(taken) >= in_flight  # the batch came again, told apart
+
+    def again() -> int:  # reports the cloud received a second time (by their request_id)
+        return sum(cloud.reports().values()) - len(cloud.reports())
+
+    # every report may have reached the cloud before the cut (the worker lingers for more,
+    # so the first request can hold most of them): wait for the replay of the unanswered batch
+    eventually(lambda: again() >= in_flight, timeout_s=30)
+    assert len(cloud.reports()) == REPORTS  # no report got a new request_id on the way back
     eventually(lambda: state_rows("SELECT count(*) FROM reports_owed")[0][0] == 0)

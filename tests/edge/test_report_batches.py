@@ -1,6 +1,7 @@
 """Terminal reports several in one request (SPEC §3.3's batch form, edge/store/report_batches.py):
 the report worker over a real `CloudClient`, the cloud an `httpx.MockTransport` that dedupes by
-`request_id`. What waits when a send starts goes together (never waiting for more), a decision
+`request_id`. What waits when a send starts goes together (waiting for more only with
+`linger_s`, ended by a decision report), a decision
 report goes alone, a cloud that refuses the form gets single events until a restart, a partly
 taken batch loses nothing."""
 
@@ -85,7 +86,7 @@ def cloud() -> Cloud:
     return Cloud()
 
 
-def reporter(db: Database, cloud: Cloud) -> Reports:
+def reporter(db: Database, cloud: Cloud, linger_s: float = 0.0) -> Reports:
     clock = ManualClock()
     sync = SyncOutbox(db=db, clock=clock)
     client = CloudClient(base_url="http://cloud.test", transport=httpx.MockTransport(cloud.handle))
@@ -97,6 +98,7 @@ def reporter(db: Database, cloud: Cloud) -> Reports:
         device_id="robot-test",
         deadline_s=5.0,
         live=True,
+        linger_s=linger_s,
     )
 
 
@@ -198,6 +200,32 @@ def test_a_report_alone_goes_at_once_in_the_single_form(db: Database, cloud: Clo
     [single] = cloud.posts
     assert single["workflow_id"] == "wf-1" and "batch" not in single
     assert single["decision_requested"] is False
+
+
+def test_terminal_reports_ending_within_the_linger_share_one_request(
+    db: Database, cloud: Cloud
+) -> None:
+    """With `linger_s`, workflows ending one after another (nothing in flight) are one request;
+    a decision report ends the wait at once and still goes alone, in its place."""
+    reports = reporter(db, cloud, linger_s=30.0)
+
+    async def scenario() -> float:
+        running = worker(db, reports)
+        for workflow_id in ("wf-01", "wf-02", "wf-03"):
+            ended(db, reports, workflow_id)
+            await asyncio.sleep(0.01)
+        assert cloud.posts == []  # lingering for more
+        started = time.monotonic()
+        end(db, reports, report("wf-04", decision=True))
+        await until(lambda: reports.idle and len(cloud.taken) == 4)
+        running.cancel()
+        return time.monotonic() - started
+
+    waited = asyncio.run(scenario())
+    assert waited < 5.0, "the decision report waited out the linger"
+    assert cloud.sizes() == [3, 1]
+    assert cloud.workflows() == ["wf-01", "wf-02", "wf-03", "wf-04"]
+    assert cloud.posts[1]["decision_requested"] is True
 
 
 def test_a_batch_holds_at_most_batch_max_reports(db: Database, cloud: Cloud) -> None:
