@@ -84,12 +84,29 @@ class Wire:
             assert self._cond.wait_for(lambda: len(hits()) >= count, timeout_s)
             return hits()[count - 1]
 
+    def forget(self) -> None:
+        """Drop what was seen so far (each wait scans it all, holding the GIL the stamping
+        thread needs)."""
+        with self._cond:
+            self.seen.clear()
+
     def publish(self, topic: str, body: dict[str, Any]) -> float:
         import json
 
         sent = time.monotonic()
         self.client.publish(topic, json.dumps(body, ensure_ascii=False), qos=1)
         return sent
+
+
+def press(wire: Wire, workflow_id: str, event_id: str) -> tuple[float, float]:
+    """Start a workflow of the three OPS, wait until every task runs, press cancel on the PUI:
+    the press and the last of its three `task/cancel` on the wire (monotonic seconds)."""
+    wire.forget()  # the earlier presses' messages: nothing below waits for them
+    wire.publish(f"{ROOT}/workflow/request", workflow(workflow_id))
+    for op in OPS:
+        wire.wait(running(f"{workflow_id}:{op.replace('.', '_')}"), 1)
+    pressed = wire.publish(f"{ROOT}/pui/event", {"event_id": event_id, "kind": "cancel"})
+    return pressed, wire.wait(cancel_of(workflow_id), len(OPS))
 
 
 def run(runs: int, window: float, work: Path) -> None:
@@ -104,12 +121,7 @@ def run(runs: int, window: float, work: Path) -> None:
             hung = n % 2 == 1
             agents.behaviors["mobility.move_to_room"] = Behavior("hung" if hung else "hold")
             wf = f"wf-b{n}"
-            wire.publish(f"{ROOT}/workflow/request", workflow(wf))
-            for op in OPS:
-                task = f"{wf}:{op.replace('.', '_')}"
-                wire.wait(running(task), 1)
-            pressed = wire.publish(f"{ROOT}/pui/event", {"event_id": f"p{n}", "kind": "cancel"})
-            last = wire.wait(cancel_of(wf), len(OPS))
+            pressed, last = press(wire, wf, f"p{n}")
             if hung:
                 stop = wire.wait(safe_stop_of(wf), 1)
                 to_stop.append((stop - pressed) * 1000)
@@ -117,7 +129,7 @@ def run(runs: int, window: float, work: Path) -> None:
             else:
                 to_cancels.append((last - pressed) * 1000)
     finally:
-        stop_all(_Closer(wire), agents, runtime, cloud, broker)
+        stop_all(Closer(wire), agents, runtime, cloud, broker)
     print(f"cancel_confirm_s = {window}; {runs} presses, 3 dispatched tasks each")
     print(f"  press -> every task/cancel on the wire  p50 {pct(to_cancels, 0.5):7.2f} ms"
           f"  p99 {pct(to_cancels, 0.99):7.2f} ms  (n={len(to_cancels)})")  # fmt: skip
@@ -127,7 +139,9 @@ def run(runs: int, window: float, work: Path) -> None:
     record("cancel", "press_to_safe_stop_p99_ms", round(pct(to_stop, 0.99), 2))
 
 
-class _Closer:
+class Closer:
+    """The wire as `stop_all` closes it."""
+
     def __init__(self, wire: Wire) -> None:
         self._wire = wire
 

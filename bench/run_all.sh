@@ -14,7 +14,7 @@ PY=.venv/bin/python
 .venv-runtime/bin/pip install -q --force-reinstall --no-deps . && .venv-runtime/bin/pip install -q .
 export BENCH_OUT="${BENCH_OUT:-$(mktemp -d -t a2a-bench.XXXXXX)}"
 mkdir -p "$BENCH_OUT" && rm -f "$BENCH_OUT"/*.json  # no figure of an earlier run in the table
-benches="snapshot replay runtime taskmanager cancel"
+benches="snapshot replay runtime taskmanager cancel loaded"
 [ -f bench/disk.py ] && benches="$benches disk"
 benches="$benches peers floor statements"
 failed=""  # a bench that fails is named at the end; the others still run and are summarised

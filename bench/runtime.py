@@ -4,7 +4,11 @@ round trip through Mosquitto with the sim cloud answering at once, the device's 
 each turn (everything but the time on the wire to the cloud, by phase, from the runtime's
 /metrics),
 steady RSS, CPU while idle, DB growth per 1,000 turns. Half the turns start a two-step
-workflow that instant device agents run. Prints figures; asserts nothing.
+workflow that instant device agents run. Beside ours, in the same run and by the same
+interpreter, the footprint floor (issue 36, bench/footprint.py): the design card's libraries
+imported and one model of each kind built, a copy of the same DB opened, the same broker
+subscribed, READY=1 sent the same way; its starts interleaved with ours, its RSS read with
+ours. Prints figures; asserts nothing.
 
     .venv/bin/python -m bench.runtime [--turns 1000] [--starts 5] [--python VENV/bin/python]
 """
@@ -27,6 +31,7 @@ from bench.benchlib import (
     scrape,
     stop_all,
 )
+from bench.footprint import ImportFloor, copy_db
 from bench.snapshot import fill
 from cache.relabel import FINGERPRINT_KEY
 from edge.store.schema import MIGRATIONS
@@ -67,11 +72,19 @@ def year_old_db(path: Path) -> None:
     db.close()
 
 
-def print_starts(starts: list[float], upgrade: float) -> None:
+def median(values: list[float]) -> float:
+    return sorted(values)[len(values) // 2]
+
+
+def print_starts(starts: list[float], upgrade: float, floor: list[float]) -> None:
     starts = sorted(starts)
     print(
         f"  cold start to READY=1           {starts[len(starts) // 2]:8.0f} ms"
         f"  (median of {len(starts)}, min {starts[0]:.0f}; process start included)"
+    )
+    print(
+        f"    the floor's start             {median(floor):8.0f} ms  (median of {len(floor)},"
+        f" min {min(floor):.0f}; ours/floor {median(starts) / median(floor):.2f}×, goal ≤ 2×)"
     )
     print(
         f"    first start after an upgrade  {upgrade:8.0f} ms  (the lexicon changed: every"
@@ -127,12 +140,19 @@ def main() -> None:
         broker, cloud, runtime = runtime_stack(work, metrics_port, args.python)
         probe = MqttProbe(broker.port, [f"{ROOT}/turn/response"], root=ROOT)
         agents = instant_agents(broker.port, ROOT, "mobility.move_to_room", "air_purifier.start")
+        floor = ImportFloor(work / "floor" / "state.db", broker.port, cloud.url, args.python)
         try:
             upgrade = timed_start(runtime)
-            starts = []
-            for _ in range(max(1, args.starts)):
-                runtime.terminate()
+            runtime.terminate()  # the floor opens a copy of the DB as every day's start finds it
+            copy_db(work / "state" / "state.db", work / "floor" / "state.db")
+            starts, floor_starts = [], []
+            for n in range(max(1, args.starts)):
+                if n:
+                    runtime.terminate()
+                floor_starts.append(floor.start())
+                floor.stop()
                 starts.append(timed_start(runtime))
+            floor.start()  # idle beside ours from here on: its RSS is read with ours
             time.sleep(0.5)
             size_before = (work / "state" / "state.db").stat().st_size
             cpu0 = cpu_s(runtime)
@@ -149,13 +169,14 @@ def main() -> None:
             time.sleep(2)
             loaded_metrics = scrape(metrics_port)
             rss, cpu0 = proc_stat(runtime.proc.pid)
+            floor_rss = floor.rss_kb()
             time.sleep(10)
             _, cpu1 = proc_stat(runtime.proc.pid)
             growth = ((work / "state" / "state.db").stat().st_size - size_before) / 1024
         finally:
-            stop_all(agents, probe, runtime, cloud, broker)
+            stop_all(agents, probe, runtime, floor, cloud, broker)
     print("runtime on a year-old cache (sim cloud answering at once, loopback Mosquitto)")
-    print_starts(starts, upgrade)
+    print_starts(starts, upgrade, floor_starts)
     print("  turns: half chit-chat, half starting a two-step workflow that instant agents run")
     report(
         f"{args.turns} turns, {args.gap_ms:g} ms after each answer (the turn's own work)",
@@ -173,16 +194,24 @@ def main() -> None:
         f"  steady RSS                      {rss / 1024:8.1f} MB"
         f"  ({'runtime-only venv' if args.python else 'dev venv'})"
     )
+    print(
+        f"    the import floor              {floor_rss / 1024:8.1f} MB  (same interpreter; ours"
+        f" − floor {(rss - floor_rss) / 1024:+.1f} MB, goal ≤ +15 MB)"
+    )
     print(f"  CPU while idle                  {100 * (cpu1 - cpu0) / 10:8.2f} % of a core")
     print(f"  DB growth per 1,000 turns       {growth * 1000 / (2 * args.turns):8.0f} kB")
     device = "a2a_turn_device_seconds"
-    record("runtime", "cold_start_ms", round(sorted(starts)[len(starts) // 2]))
+    record("runtime", "cold_start_ms", round(median(starts)))
+    record("runtime", "floor_start_ms", round(median(floor_starts)))
+    record("runtime", "start_over_floor", round(median(starts) / median(floor_starts), 2))
     record("runtime", "first_start_after_upgrade_ms", round(upgrade))
     record("runtime", "device_p99_ms", round(quantile(paced_metrics, device, 0.99) * 1000, 2))
     record(
         "runtime", "loaded_device_p99_ms", round(quantile(loaded_metrics, device, 0.99) * 1000, 2)
     )
     record("runtime", "steady_rss_mb", round(rss / 1024, 1))
+    record("runtime", "floor_rss_mb", round(floor_rss / 1024, 1))
+    record("runtime", "rss_over_floor_mb", round((rss - floor_rss) / 1024, 1))
     record("runtime", "rss_venv", "runtime-only" if args.python else "dev")
 
 

@@ -37,6 +37,10 @@ def test_summary_shows_goals_ratios_and_what_was_not_measured(
     monkeypatch.setenv("BENCH_OUT", str(tmp_path))
     record("cancel", "press_to_cancels_p99_ms", 2.5)
     record("runtime", "steady_rss_mb", 58.0)
+    record("runtime", "floor_rss_mb", 40.0)
+    record("runtime", "rss_over_floor_mb", 18.0)
+    record("loaded", "loaded_at_unit_p99_ms", 30.0)
+    record("loaded", "at_unit_over_unloaded", 2.5)
     record("floor", "ours_cpu_us_per_turn", 9000)
     record("floor", "floor_cpu_us_per_turn", 2000)
     record("floor", "ratio_per_turn", 4.5)
@@ -45,7 +49,10 @@ def test_summary_shows_goals_ratios_and_what_was_not_measured(
     summary.main()
     lines = {line.split("  ")[0]: line for line in capsys.readouterr().out.splitlines()}
     assert "met" in lines["PUI press → every task/cancel, p99"]
-    assert "not yet" in lines["steady RSS, runtime-only venv"]
+    assert "not yet" in lines["steady RSS, runtime-only venv"]  # over the floor by 18 MB > 15
+    assert "import floor 40.0 MB; ours − floor 18.0 MB" in lines["steady RSS, runtime-only venv"]
+    assert "met" in lines["PUI press → cancels, p99, cores saturated, unit's nice"]
+    assert "not measured" in lines["cold start to READY=1 (year-old DB)"]
     assert "floor 2000 µs; ours/floor 4.5×" in lines["CPU per turn"]
     assert "not yet" in lines["CPU per turn"]
     assert "12288 B" in lines["bytes written per callback"]

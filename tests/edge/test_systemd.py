@@ -128,6 +128,9 @@ def test_unit_bounds_resources_and_reloads_without_procps() -> None:
     text = UNIT.read_text()
     for line in ("Wants=network-online.target mosquitto.service", "MemoryMax=", "TasksMax="):
         assert line in text, line
+    # a PUI cancel ahead of the robot's busy processes (bench.loaded); no CPUWeight=, which
+    # would confine nice to the unit's own cgroup
+    assert re.search(r"^Nice=-\d+$", text, re.M) and not re.search("^CPUWeight=", text, re.M)
     assert re.search(r"^After=.*\bmosquitto\.service\b", text, re.M)
     reload = re.search(r"^ExecReload=(.*)$", text, re.M)
     assert reload and "/bin/kill" not in reload.group(1)  # procps is not on a minimal Debian
