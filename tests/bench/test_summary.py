@@ -35,7 +35,9 @@ def test_summary_shows_goals_ratios_and_what_was_not_measured(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setenv("BENCH_OUT", str(tmp_path))
-    record("cancel", "press_to_cancels_p99_ms", 2.5)
+    record("floor", "ours_press_to_cancels_p99_ms", 2.5)
+    record("floor", "floor_press_to_cancels_p99_ms", 2.0)
+    record("floor", "ratio_press_to_cancels_p99", 1.25)
     record("runtime", "steady_rss_mb", 58.0)
     record("runtime", "floor_rss_mb", 40.0)
     record("runtime", "rss_over_floor_mb", 18.0)
@@ -44,7 +46,9 @@ def test_summary_shows_goals_ratios_and_what_was_not_measured(
     record("floor", "ours_cpu_us_per_turn", 9000)
     record("floor", "floor_cpu_us_per_turn", 2000)
     record("floor", "ratio_per_turn", 4.5)
-    record("disk", "write_bytes_per_callback", 12288)  # bench.disk's own key name
+    record("floor", "ours_bytes_per_callback", 12288)
+    record("floor", "floor_bytes_per_callback", 4096)
+    record("floor", "ratio_bytes_per_callback", 3.0)
     monkeypatch.setattr("sys.argv", ["summary"])
     summary.main()
     lines = {line.split("  ")[0]: line for line in capsys.readouterr().out.splitlines()}
@@ -56,4 +60,5 @@ def test_summary_shows_goals_ratios_and_what_was_not_measured(
     assert "floor 2000 µs; ours/floor 4.5×" in lines["CPU per turn"]
     assert "not yet" in lines["CPU per turn"]
     assert "12288 B" in lines["bytes written per callback"]
+    assert "not yet" in lines["bytes written per callback"]  # 3× the floor's
     assert "not measured" in lines["durable single-step jobs/s"]
