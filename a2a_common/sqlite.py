@@ -88,6 +88,10 @@ class Migration:
 
 
 CACHE_KB = 1024  # page cache of the writing connection: the working set is indexed and small
+# the page size of a new DB: a commit writes one WAL frame (a page and a 24-byte header) per
+# b-tree it touches, so the frame size is what a turn's dozen small rows cost on the flash
+# (issue 36); a DB made before keeps the size it has (changing it is a VACUUM)
+PAGE_SIZE = 1024
 
 
 BeforeMigration = Callable[[sqlite3.Connection, int], None]  # (connection, version found)
@@ -168,6 +172,8 @@ def open_state_db(
         conn.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
         conn.execute("PRAGMA mmap_size=0")
         check_intact(conn, path)
+        if int(conn.execute("PRAGMA page_count").fetchone()[0]) == 0:  # new: before any page
+            conn.execute(f"PRAGMA page_size={PAGE_SIZE}")
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute(f"PRAGMA synchronous={synchronous}")
         conn.execute("PRAGMA foreign_keys=ON")

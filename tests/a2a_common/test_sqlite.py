@@ -7,6 +7,7 @@ import pytest
 
 from a2a_common.db import Database
 from a2a_common.sqlite import (
+    PAGE_SIZE,
     Migration,
     SchemaTooNew,
     StorageError,
@@ -36,6 +37,20 @@ def test_created_private_with_wal_and_full_sync(tmp_path: Path) -> None:
     db.close()
     db = open_state_db(path, [Migration("m1", _make)], synchronous="NORMAL")
     assert db.execute("PRAGMA synchronous").fetchone()[0] == 1
+    db.close()
+
+
+def test_a_new_db_has_small_pages_and_an_old_one_keeps_its_own(tmp_path: Path) -> None:
+    """A commit writes a WAL frame per page it changes: a new DB's pages are 1 KiB (issue 36);
+    a DB made with another size keeps it (changing it would be a VACUUM)."""
+    db = open_state_db(tmp_path / "new.db", [Migration("m1", _make)])
+    assert db.execute("PRAGMA page_size").fetchone()[0] == PAGE_SIZE == 1024
+    db.close()
+    old = sqlite3.connect(tmp_path / "old.db")
+    old.execute("CREATE TABLE other (x INTEGER)")  # made at SQLite's default size
+    old.close()
+    db = open_state_db(tmp_path / "old.db", [Migration("m1", _make)])
+    assert db.execute("PRAGMA page_size").fetchone()[0] == 4096
     db.close()
 
 
