@@ -13,4 +13,5 @@ MIGRATIONS: list[Migration] = [
     *schema.MIGRATIONS_5,
     *schema.MIGRATIONS_6,
     *schema.MIGRATIONS_7,
+    *schema.MIGRATIONS_8,
 ]

@@ -300,6 +300,16 @@ def _v7(db: Database) -> None:
     db.execute("CREATE INDEX profile_items_person ON profile_items (person_id, key, status)")
 
 
+def _v8(db: Database) -> None:
+    """Two indexes no turn reads, written by every turn (issue 36: a WAL frame each per
+    take-in): `pairs_created` (the snapshot reads a person's newest pairs from `pairs_person`;
+    the listing of every pair and retention's sweep scan pairs anyway) and
+    `sessions_last_turn` (the current session comes from `sessions_person`; the listing of
+    every session and the sensitive-summary cap read the small sessions table whole)."""
+    db.execute("DROP INDEX IF EXISTS pairs_created")
+    db.execute("DROP INDEX IF EXISTS sessions_last_turn")
+
+
 MIGRATIONS = [
     Migration("cache_0001_pairs_sessions_state", _v1),
     Migration("cache_0002_tiers_profile_provenance", _v2),
@@ -309,3 +319,4 @@ MIGRATIONS_4 = [Migration("cache_0004_text_categories", _v4)]
 MIGRATIONS_5 = [Migration("cache_0005_memory_windows", _v5)]
 MIGRATIONS_6 = [Migration("cache_0006_device_state_without_rowid", _v6)]
 MIGRATIONS_7 = [Migration("cache_0007_people", _v7)]
+MIGRATIONS_8 = [Migration("cache_0008_unread_indexes", _v8)]

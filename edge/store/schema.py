@@ -45,4 +45,5 @@ MIGRATIONS: list[Migration] = [
     *_of("taskmanager_0005_agents"),  # 22
     *_of("cache_0007_people"),  # 23
     *consent.MIGRATIONS_2,  # 24 edge_0009_consent_per_person
+    *_of("cache_0008_unread_indexes"),  # 25
 ]
