@@ -78,6 +78,35 @@ def disconnect_reason(flags: Any, reason: Any) -> str:
     return str(reason)
 
 
+class ExpiryProperties(Properties):
+    """PUBLISH properties holding only a message expiry, packed once. paho only reads the
+    properties it is given (packs them at each send), so one object serves every publish with
+    the same expiry: building and packing paho's `Properties` per publish cost about 20 µs."""
+
+    def __init__(self, expiry_s: int) -> None:
+        super().__init__(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
+        self.MessageExpiryInterval = expiry_s
+        packed = super().pack()  # type: ignore[no-untyped-call]
+        object.__setattr__(self, "packed", packed)  # paho's __setattr__ takes its names only
+
+    def pack(self) -> bytes:
+        packed: bytes = self.__dict__["packed"]
+        return packed
+
+
+_EXPIRIES: dict[int, ExpiryProperties] = {}
+MAX_EXPIRIES = 512  # distinct expiry values kept (seconds left: a few hundred at most)
+
+
+def expiry_properties(expiry_s: int) -> ExpiryProperties:
+    props = _EXPIRIES.get(expiry_s)
+    if props is None:
+        if len(_EXPIRIES) >= MAX_EXPIRIES:
+            _EXPIRIES.clear()
+        props = _EXPIRIES[expiry_s] = ExpiryProperties(expiry_s)
+    return props
+
+
 @dataclass(frozen=True)
 class Inbound:
     topic: str
@@ -340,10 +369,7 @@ class MqttChannel:
         `published`). `expiry_s`: the MQTT 5 message expiry interval (a broker drops the
         message once it has passed; on 3.1.1 there is none and the receiver checks the
         payload's `deadline`)."""
-        props: Properties | None = None
-        if self._v5 and expiry_s is not None:
-            props = Properties(PacketTypes.PUBLISH)  # type: ignore[no-untyped-call]
-            props.MessageExpiryInterval = expiry_s
+        props = expiry_properties(expiry_s) if self._v5 and expiry_s is not None else None
         info = self._send(topic, payload, qos, retain, props)
         if info.rc not in (MQTTErrorCode.MQTT_ERR_SUCCESS, MQTTErrorCode.MQTT_ERR_NO_CONN):
             log.warning("publish on %s not queued: %s", topic, paho.error_string(info.rc))

@@ -19,18 +19,29 @@ import contextlib
 import logging
 import socket
 import ssl
+import struct
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, Literal
 
 import paho.mqtt.client as paho
 from paho.mqtt.enums import MQTTErrorCode
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
+from paho.mqtt.reasoncodes import ReasonCode
 
 log = logging.getLogger(__name__)
 
 MISC_EVERY_S = 1.0  # paho's own loop calls loop_misc at least once a second
 READ_ROUNDS = 100  # loop_read calls per readiness while they bring packets: a burst in one go
 SocketLike = Any  # paho's SocketLike: here a socket.socket or an ssl.SSLSocket
+
+
+# what follows the packet id of a PUBACK that says success and carries no properties (MQTT 5
+# 3.4.2.1: the reason code and the property length may be left out); shared, never changed
+_PLAIN_SUCCESS = (b"", b"\x00", b"\x00\x00")
+_PUBACK_SUCCESS = ReasonCode(PacketTypes.PUBACK, identifier=0)
+_PUBACK_NO_PROPS = Properties(PacketTypes.PUBACK)  # type: ignore[no-untyped-call]
 
 
 class LoopClient(paho.Client):
@@ -43,6 +54,21 @@ class LoopClient(paho.Client):
         """TCP connect and TLS handshake with paho's own code (its timeouts, SNI, hostname
         check); blocking: run it off the loop."""
         return paho.Client._create_socket(self)
+
+    def _handle_pubackcomp(self, cmd: Literal["PUBACK", "PUBCOMP"]) -> MQTTErrorCode:
+        """A successful MQTT 5 PUBACK without properties (what a broker sends for almost every
+        publish) is told with one shared reason code and empty properties: paho's decoder builds
+        a new `ReasonCode` and `Properties` (each filling its name tables) for every PUBACK,
+        10-30 µs each. Anything else (a failure, properties, MQTT 3.1.1, PUBCOMP) is paho's."""
+        packet = self._in_packet["packet"]
+        if cmd != "PUBACK" or self._protocol != paho.MQTTv5 or packet[2:] not in _PLAIN_SUCCESS:
+            return super()._handle_pubackcomp(cmd)
+        (mid,) = struct.unpack("!H", packet[:2])
+        with self._out_message_mutex:
+            if mid in self._out_messages:
+                rc: MQTTErrorCode = self._do_on_publish(mid, _PUBACK_SUCCESS, _PUBACK_NO_PROPS)
+                return rc
+        return MQTTErrorCode.MQTT_ERR_SUCCESS
 
     def _create_socket(self) -> SocketLike:
         sock, self.prepared = self.prepared, None
