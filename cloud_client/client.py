@@ -61,6 +61,7 @@ class CloudClient:
         }
         self._timeouts = (read_timeout_s, connect_timeout_s)
         self._client: httpx.AsyncClient | None = None
+        self._urls: dict[str, httpx.URL] = {}  # path -> its URL on the base, merged once
         self._unreachable = False
         self._max_body = max_response_bytes
         self._connect_timeout_s = connect_timeout_s
@@ -113,7 +114,7 @@ class CloudClient:
         import httpx  # loaded by `_http` (bound here for the except clauses)
 
         try:
-            async with self._http.stream("POST", path, content=content) as response:
+            async with self._http.stream("POST", self._url(path), content=content) as response:
                 status = response.status_code
                 if status == 429 or status >= 500:
                     raise CloudTransient(f"HTTP {status} from {path}")
@@ -126,6 +127,14 @@ class CloudClient:
         except httpx.TransportError as exc:
             error = await self._transport_error(exc)
             raise error from exc
+
+    def _url(self, path: str) -> httpx.URL:
+        """`path` on the base URL, as the client merges it, parsed once: an absolute URL is
+        sent as it is, where a path is parsed and merged again on every request."""
+        url = self._urls.get(path)
+        if url is None:
+            url = self._urls[path] = self._http.build_request("POST", path).url
+        return url
 
     async def _transport_error(self, exc: httpx.TransportError) -> CloudUnavailable:
         tls = ssl_cause(exc)

@@ -159,3 +159,23 @@ def test_httpx_is_imported_when_the_client_is_prepared_not_before() -> None:
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["False", "True"]
+
+
+def test_paths_go_under_a_base_url_with_a_path_every_time() -> None:
+    seen: list[httpx.Request] = []
+
+    def record(req: httpx.Request) -> httpx.Response:
+        seen.append(req)
+        return ok(req, len(seen))
+
+    cloud = CloudClient(
+        base_url="http://cloud.test/edge/api", transport=httpx.MockTransport(record)
+    )
+    run(cloud.turn(request(), deadline_s=2))
+    run(cloud.turn(request(), deadline_s=2))
+    run(cloud.post_json("/v1/a2a/memory/sync", {"writes": []}, deadline_s=2))
+    assert [str(r.url) for r in seen] == [
+        "http://cloud.test/edge/api/v1/a2a/turn",
+        "http://cloud.test/edge/api/v1/a2a/turn",
+        "http://cloud.test/edge/api/v1/a2a/memory/sync",
+    ]
