@@ -44,11 +44,20 @@ class ManualClock:
         self._mono += seconds
 
 
+_ISO: dict[datetime, str] = {}  # the instants written last: a workflow's are written at each save
+MAX_ISO = 4096
+
+
 def iso(ts: datetime) -> str:
     """RFC 3339 UTC with milliseconds and a `Z`, the form every payload uses."""
     if ts.tzinfo is not UTC:
         ts = ts.astimezone(UTC)
-    return ts.replace(tzinfo=None).isoformat(timespec="milliseconds") + "Z"
+    text = _ISO.get(ts)
+    if text is None:
+        if len(_ISO) >= MAX_ISO:
+            _ISO.clear()
+        text = _ISO[ts] = ts.replace(tzinfo=None).isoformat(timespec="milliseconds") + "Z"
+    return text
 
 
 def parse_iso(text: str) -> datetime:
