@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 
 MISC_EVERY_S = 1.0  # paho's own loop calls loop_misc at least once a second
 READ_ROUNDS = 100  # loop_read calls per readiness while they bring packets: a burst in one go
+READ_CHUNK = 65536  # bytes one recv may bring; paho takes its packets from them
 SocketLike = Any  # paho's SocketLike: here a socket.socket or an ssl.SSLSocket
 
 
@@ -69,6 +70,30 @@ class LoopClient(paho.Client):
                 rc: MQTTErrorCode = self._do_on_publish(mid, _PUBACK_SUCCESS, _PUBACK_NO_PROPS)
                 return rc
         return MQTTErrorCode.MQTT_ERR_SUCCESS
+
+    _read_from: SocketLike | None = None  # the socket `_read_buffer` came from
+    _read_buffer = b""
+    _read_at = 0
+
+    def _sock_recv(self, bufsize: int) -> bytes:
+        """paho reads a packet's first byte, its length bytes and its body apart, a syscall
+        each (and one more that finds nothing): here they come from what one `recv` of up to
+        READ_CHUNK bytes brought. What is left after a read is `buffered` (see `LoopDriver`)."""
+        if self._read_from is not self._sock:  # a new connection: nothing of the old one
+            self._read_from, self._read_buffer, self._read_at = self._sock, b"", 0
+        buffer, at = self._read_buffer, self._read_at
+        if at >= len(buffer):
+            data = super()._sock_recv(READ_CHUNK)  # raises as paho's does: it handles that
+            if len(data) <= bufsize:
+                return data  # also b"": the end of the stream
+            self._read_buffer = buffer = data
+            at = 0
+        self._read_at = at + bufsize
+        return buffer[at : at + bufsize]
+
+    def buffered(self) -> bool:
+        """Bytes of the current connection were read and not yet taken by paho."""
+        return self._read_from is self._sock and self._read_at < len(self._read_buffer)
 
     def _create_socket(self) -> SocketLike:
         sock, self.prepared = self.prepared, None
@@ -125,6 +150,7 @@ class LoopDriver:
         # stays bounded in a flood; the rest waits in the socket and at the broker)
         self.full: Callable[[], bool] = lambda: False
         self._held_up = False
+        self._read_soon = False  # a read of what the client buffered is scheduled
         self.closed = asyncio.Event()  # the socket paho opened last is closed
         self.closed.set()
         client.on_socket_open = self._on_open
@@ -183,9 +209,17 @@ class LoopDriver:
             while isinstance(sock, ssl.SSLSocket) and sock.pending():
                 client.loop_read()
                 sock = client.socket()
+            if isinstance(client, LoopClient) and client.buffered() and not self._read_soon:
+                self._read_soon = True  # read, raising no readiness either: the loop's next turn
+                self._loop.call_soon(self._read_buffered)
         except Exception:  # a bug must not kill reading: the socket is given up, we reconnect
             log.exception("reading from the broker failed; dropping the connection")
             self.drop()
+
+    def _read_buffered(self) -> None:
+        self._read_soon = False
+        if self._sock is not None and not self._held_up:
+            self._read()
 
     def resume(self) -> None:
         """The owner's queue has room again: the socket is read again, now (a TLS record

@@ -4,7 +4,10 @@ tell and send exactly what paho's own code would."""
 
 from __future__ import annotations
 
+import asyncio
+import socket
 from typing import Any
+from unittest.mock import Mock, patch
 
 import pytest
 from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode, MQTTProtocolVersion
@@ -12,7 +15,7 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
 from edge.channel.mqtt import expiry_properties
-from edge.channel.mqtt_loop import LoopClient
+from edge.channel.mqtt_loop import LoopClient, LoopDriver
 
 
 def client_with_one_out(protocol: MQTTProtocolVersion) -> tuple[LoopClient, list[Any], int]:
@@ -67,3 +70,53 @@ def test_expiry_properties_pack_as_paho_packs_them(expiry_s: int) -> None:
     assert shared.pack() == props.pack()  # type: ignore[no-untyped-call]
     assert shared.MessageExpiryInterval == expiry_s
     assert expiry_properties(expiry_s) is shared
+
+
+def publish_packet(topic: bytes, payload: bytes) -> bytes:
+    """An MQTT 5 QoS 0 PUBLISH (no properties), short enough for a one-byte length."""
+    body = len(topic).to_bytes(2, "big") + topic + b"\x00" + payload
+    return bytes([0x30, len(body)]) + body
+
+
+def test_packets_one_recv_brought_are_all_taken_without_more_readiness() -> None:
+    """paho's reads come from one buffered `recv`; what is left after a read is taken on the
+    loop's next turn (the socket raises no readiness for it), a new connection starts empty."""
+
+    async def body() -> None:
+        loop = asyncio.get_running_loop()
+        client = LoopClient(
+            callback_api_version=CallbackAPIVersion.VERSION2, protocol=MQTTProtocolVersion.MQTTv5
+        )
+        got: list[bytes] = []
+        client.on_message = lambda _c, _u, msg: got.append(bytes(msg.payload))
+        ours, broker = socket.socketpair()
+        ours.setblocking(False)
+        client._sock = ours
+        driver = LoopDriver(loop, client)  # nothing bumps `packets`: one read a readiness
+        driver._on_open(client, None, ours)
+        sent = [f"m{n}".encode() for n in range(50)]
+        broker.sendall(b"".join(publish_packet(b"t/in", p) for p in sent))
+        deadline = loop.time() + 5
+        while len(got) < len(sent) and loop.time() < deadline:
+            await asyncio.sleep(0.01)
+        assert got == sent
+        assert not client.buffered()
+        calls = 0
+        real_recv = ours.recv
+
+        def counting(n: int) -> bytes:
+            nonlocal calls
+            calls += 1
+            return real_recv(n)
+
+        with patch.object(client, "_sock", Mock(wraps=ours, recv=counting)):
+            broker.sendall(b"".join(publish_packet(b"t/in", p) for p in sent))
+            while len(got) < 2 * len(sent) and loop.time() < deadline:
+                driver._read()
+                await asyncio.sleep(0)
+        assert got == sent + sent and calls <= 3  # not 3 a packet
+        driver._on_close(client, None, ours)
+        ours.close()
+        broker.close()
+
+    asyncio.run(body())
