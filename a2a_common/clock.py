@@ -56,7 +56,16 @@ def iso(ts: datetime) -> str:
     if text is None:
         if len(_ISO) >= MAX_ISO:
             _ISO.clear()
-        text = _ISO[ts] = ts.replace(tzinfo=None).isoformat(timespec="milliseconds") + "Z"
+        # isoformat's text in half its time (0.75 vs 1.5 us; an f-string with specs, 1.2)
+        text = _ISO[ts] = "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ" % (  # noqa: UP031
+            ts.year,
+            ts.month,
+            ts.day,
+            ts.hour,
+            ts.minute,
+            ts.second,
+            ts.microsecond // 1000,
+        )
     return text
 
 

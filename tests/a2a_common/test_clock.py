@@ -11,6 +11,7 @@ def test_iso_is_utc_with_milliseconds_truncated_and_a_z() -> None:
     seoul = timezone(timedelta(hours=9))
     assert iso(datetime(2026, 11, 30, 9, 0, 1, 999999, tzinfo=seoul)) == "2026-11-30T00:00:01.999Z"
     assert iso(datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)) == "2026-01-02T03:04:05.000Z"
+    assert iso(datetime(5, 6, 7, 8, 9, 10, 11000, tzinfo=UTC)) == "0005-06-07T08:09:10.011Z"
 
 
 def test_iso_remembers_instants_and_stays_bounded() -> None:
