@@ -84,6 +84,11 @@ class CacheStore:
             [pair_id, turn_id, session_id, text, iso(now), person],
         )
 
+    def turn_recorded(self, turn_id: str) -> bool:
+        """A stored utterance carries this turn id (`pairs.turn_id` is unique)."""
+        row = self._db.execute("SELECT 1 FROM pairs WHERE turn_id = ?", [turn_id]).fetchone()
+        return row is not None
+
     def turn_ordinal(self) -> int:
         """A number each recorded utterance moves on (the pairs' largest rowid; 0 for none):
         the turn's part of the standing context's rotation (`relevance.turn_key`)."""

@@ -105,7 +105,9 @@ class TurnInputs:
     def take_turn(self, msg: TurnRequestMsg, arrival: Arrival) -> None:
         """Commit the utterance (with its dedupe mark) before the cloud is asked, so it is kept
         whatever the cloud does; the answer starts after the commit. A repeat gets the stored
-        answer again; the same id with other words is `rejected` (`duplicate_turn_id`)."""
+        answer again; the same id with other words is `rejected` (`duplicate_turn_id`), and so
+        is an id whose dedupe mark was pruned while its utterance is still stored (its answer is
+        no longer kept; before, the second insert failed and the turn got `internal_error`)."""
         watch = Stopwatch(arrival.received_at)
         watch.lap("take_in")
         key = f"turn:{msg.turn_id}"
@@ -113,6 +115,10 @@ class TurnInputs:
         seen = self.dedupe.seen(key)
         if seen is not None:
             self._again(msg.turn_id, seen.fingerprint in (None, words), seen.answer)
+            return
+        if self.memory.store.turn_recorded(msg.turn_id):  # the pair outlived its dedupe mark
+            used = "turn_id of an utterance answered before mqtt.dedupe_keep_days; not kept"
+            self._refused(msg.turn_id, Refusal("duplicate_turn_id", used))
             return
         expires = arrival.expires_at
         stale = self._stale(msg.spoken_at, arrival.received_at, expires)
