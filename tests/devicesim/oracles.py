@@ -14,7 +14,7 @@ import unicodedata
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from a2a_common.clock import parse_iso
@@ -376,6 +376,55 @@ def one_confirmed_value_per_key(sim: Sim, _before: int) -> list[str]:
         " HAVING count(*) > 1"
     )
     return [f"profile key {k} has {n} confirmed values" for k, n in rows]
+
+
+@oracle("confirmed_on_evidence")
+def confirmed_on_evidence(sim: Sim, _before: int) -> list[str]:
+    """Nothing is confirmed from one mention, and evidence outside the window never counts
+    (SPEC §5.4): judged once, at the step an item becomes confirmed, on its evidence inside the
+    window that ends on the confirmation's local day — suggestable without the confirming
+    turn's own rows (an acceptance), or `auto_confirm_days` distinct days with them."""
+    seen: set[tuple[str, str]] = sim.oracle_state.setdefault("confirmed", set())
+    memory = sim.device.app.memory
+    policy = memory.profile._policy
+    out = []
+    for item_id, key, confirmed_at in sim.rows(
+        "SELECT item_id, key, confirmed_at FROM profile_items WHERE status = 'confirmed'"
+    ):
+        if (item_id, confirmed_at) in seen or not confirmed_at:
+            continue
+        seen.add((item_id, confirmed_at))
+        day = date.fromisoformat(memory.profile.local_day(parse_iso(confirmed_at)))
+        first = (day - timedelta(days=policy.window_days - 1)).isoformat()  # the oracle's own
+        rows = sim.rows(
+            "SELECT pair_id, day, created_at FROM profile_evidence WHERE item_id = ?"
+            " AND day >= ? AND created_at <= ?",
+            item_id,
+            first,
+            confirmed_at,
+        )
+        arriving = {pair for pair, _day, created in rows if created == confirmed_at}
+        before = [day for pair, day, _c in rows if pair not in arriving]
+        days = len({day for _p, day, _c in rows})
+        accepted = len(before) >= policy.min_mentions and len(set(before)) >= policy.min_days
+        if not accepted and days < policy.auto_confirm_days:
+            out.append(
+                f"{key} ({item_id}) confirmed on {len(before)} mentions over "
+                f"{len(set(before))} days in the window (and {days} days with its own)"
+            )
+    return out
+
+
+@oracle("snapshot_deterministic")
+def snapshot_deterministic(sim: Sim, _before: int) -> list[str]:
+    """The same state and utterance give the same snapshot, byte for byte (the planner's
+    cache and the turn's replay depend on it): the step's last utterance, built twice."""
+    texts = [b.get("recognized_text") for b in sim.model.turn_bodies.values()]
+    if not texts or not isinstance(texts[-1], str):
+        return []
+    memory = sim.device.app.memory
+    first, second = (_text(memory.snapshot_for(texts[-1])) for _ in range(2))
+    return [] if first == second else [f"two snapshots for one utterance differ: {texts[-1]!r}"]
 
 
 @oracle("texts_are_nfc")

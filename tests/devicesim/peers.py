@@ -263,6 +263,8 @@ def wrong_capability(sim: Sim) -> str | None:
     return f"wrong-capability CANCELLED for {task_id} on {other}"
 
 
+# input kinds added after the per-step stream: not drawn on `--stream one` (its seeds replay)
+STEP_ONLY: set[str] = set()
 INPUTS: dict[str, tuple[float, Callable[[Sim], str | None]]] = {
     "turn": (30, turn),
     "repeat_turn": (6, repeat_turn),

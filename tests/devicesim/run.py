@@ -25,12 +25,13 @@ from a2a_common.clock import ManualClock, parse_iso
 from edge.channel.mqtt import Inbound
 from edge.config.settings import Settings
 from tests.devicesim import people as _people  # noqa: F401  (registers its input and oracle)
+from tests.devicesim import routine as _routine  # noqa: F401  (registers its inputs)
 from tests.devicesim.agents import Presence
 from tests.devicesim.cloud import SimCloud
 from tests.devicesim.device import Boot, boot
 from tests.devicesim.loop import VirtualLoop, restore_ids, seed_ids, settle
 from tests.devicesim.oracles import ORACLES, Violation, check_quiet, check_step
-from tests.devicesim.peers import INPUTS, Agents
+from tests.devicesim.peers import INPUTS, STEP_ONLY, Agents
 from tests.devicesim.wire import SimWire
 
 DEVICE = "robot-sim"
@@ -144,6 +145,7 @@ class Sim:
         self.config.write_text(f'device_id = "{DEVICE}"\nstate_dir = "{workdir / "state"}"\n')
         self.boot: Boot | None = None
         self.skip: frozenset[int] = frozenset()  # steps whose fault and input are left out
+        self.oracle_state: dict[str, Any] = {}  # what an oracle keeps between its checks
         self.violation: list[Violation] = []  # what failed the run
         self.per_capability = True  # agents answer on their own topic (set at the first boot)
 
@@ -343,7 +345,8 @@ class Sim:
             self.faults[fault] += 1
             await self.fault(fault)
         await self.presence.step()
-        name = self._draw({k: w for k, (w, _) in INPUTS.items()})
+        one = self.stream == "one"
+        name = self._draw({k: w for k, (w, _) in INPUTS.items() if not (one and k in STEP_ONLY)})
         said = None if skipped else INPUTS[name][1](self)
         if said is not None:
             self.inputs[name] += 1

@@ -97,3 +97,47 @@ def test_a_failing_run_shrinks_to_the_steps_that_still_fail_and_replays() -> Non
         assert again.value.sim.trace == shrunk.trace
     finally:
         ORACLES.pop("planted")
+
+
+# the memory oracles, shown able to fail: each break planted, caught, and gone with the test
+def test_a_confirmation_from_one_mention_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    import cache.profile
+
+    real = cache.profile.next_status
+
+    def one_mention(status: Any, before: Any, after: Any, arriving: Any, policy: Any) -> Any:
+        if status not in ("confirmed", "revoked") and after[0] >= 1:
+            return "confirmed"
+        return real(status, before, after, arriving, policy)
+
+    monkeypatch.setattr(cache.profile, "next_status", one_mention)
+    with pytest.raises(SimFailure) as failed:
+        run_seed(2, 60)
+    assert {v.oracle for v in failed.value.sim.violation} == {"confirmed_on_evidence"}
+
+
+def test_evidence_counted_outside_the_window_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    import cache.profile
+    import cache.promotion
+    import cache.revision
+
+    for module in (cache.profile, cache.promotion, cache.revision):
+        monkeypatch.setattr(module, "window_start", lambda _today, _policy: "0000-01-01")
+    with pytest.raises(SimFailure) as failed:
+        run_seed(6, 120)
+    assert {v.oracle for v in failed.value.sim.violation} == {"confirmed_on_evidence"}
+
+
+def test_a_snapshot_that_differs_for_one_state_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    import cache.memory
+
+    real, builds = cache.memory.build_snapshot, [0]
+
+    def drifting(*args: Any, **kwargs: Any) -> Any:
+        builds[0] += 1
+        return {**real(*args, **kwargs), "n": builds[0]}
+
+    monkeypatch.setattr(cache.memory, "build_snapshot", drifting)
+    with pytest.raises(SimFailure) as failed:
+        run_seed(1, 30)
+    assert "snapshot_deterministic" in {v.oracle for v in failed.value.sim.violation}
