@@ -467,6 +467,15 @@ def storage_intact(sim: Sim, _before: int) -> list[str]:
     return [] if result == "ok" else [f"quick_check: {result}"]
 
 
+@oracle("one_writer")
+def one_writer(sim: Sim, _before: int) -> list[str]:
+    """Every row the runtime changed went through the app's own connection (the one door):
+    the checkpointer's connection, the only other the process opens, changed none."""
+    side = sim.device.app.checkpointer._conn
+    changed = side.total_changes if side is not None else 0
+    return [f"the checkpointer's connection changed {changed} rows"] if changed else []
+
+
 @oracle("wal_bounded", when="quiet")
 def wal_bounded(sim: Sim, _before: int) -> list[str]:
     wal = sim.settings.state_db_path.with_name(sim.settings.state_db_path.name + "-wal")
