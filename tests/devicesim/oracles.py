@@ -371,11 +371,13 @@ def ulid_time(ulid: str) -> datetime:
 # --- memory ---------------------------------------------------------------------------------
 @oracle("one_confirmed_value_per_key")
 def one_confirmed_value_per_key(sim: Sim, _before: int) -> list[str]:
+    """A key holds at most one confirmed value — per person (SPEC §5.7: each person's key is
+    their own; the household's is one more)."""
     rows = sim.rows(
-        "SELECT key, count(*) FROM profile_items WHERE status = 'confirmed' GROUP BY key"
-        " HAVING count(*) > 1"
+        "SELECT key, person_id, count(*) FROM profile_items WHERE status = 'confirmed'"
+        " GROUP BY key, person_id HAVING count(*) > 1"
     )
-    return [f"profile key {k} has {n} confirmed values" for k, n in rows]
+    return [f"profile key {k} of {p} has {n} confirmed values" for k, p, n in rows]
 
 
 @oracle("confirmed_on_evidence")

@@ -73,6 +73,13 @@ def test_a_press_owes_no_cancel_to_a_task_whose_completion_came_in_first() -> No
     assert sim.checks["pui_answered_at_once"] >= 60
 
 
+def test_one_confirmed_value_per_key_is_per_person() -> None:
+    # seed 26 (the long run at cf63701): mom's and the household's preferred_room both
+    # confirmed, each its own (SPEC 5.7); the oracle had counted them as one key's two values
+    sim = run_seed(26, 109)
+    assert sim.checks["one_confirmed_value_per_key"] >= 109
+
+
 def test_a_failing_run_shrinks_to_the_steps_that_still_fail_and_replays() -> None:
     # a bug planted as an oracle: two presses reaching the device after a workflow push
     @oracle("planted")
