@@ -155,21 +155,56 @@ _STEP_TIMES = tuple(name for name in _STEP_FIELDS if name in _TIMES)
 _WF_TIMES = tuple(name for name in _WF_FIELDS if name in _TIMES)
 
 
-def _fields_of(obj: Step | Workflow, times: tuple[str, ...]) -> dict[str, Any]:
+# The stored document leaves out a field still at its default (issue 36: a two-step
+# workflow's document went from ~1.7 KB, an overflow page past its row's leaf at 1 KiB pages,
+# to about half), except the few every reader of the raw row looks at. A default changed here
+# changes what stored documents mean: migrate them first (tests/taskmanager/test_compact_doc.py
+# pins the defaults).
+_STEP_KEPT = frozenset(
+    {"step_id", "kind", "capability_id", "operation_id", "status", "args", "evidence"}
+)
+_WF_KEPT = frozenset({"workflow_id", "status", "etag"})
+
+
+def _omittable(obj: Step | Workflow, kept: frozenset[str]) -> tuple[tuple[str, Any], ...]:
+    return tuple((k, v) for k, v in vars(obj).items() if k not in kept and k != "steps")
+
+
+_STEP_DEFAULTS = _omittable(Step(step_id=""), _STEP_KEPT)
+_WF_DEFAULTS = _omittable(Workflow(workflow_id="", steps=[]), _WF_KEPT)
+
+
+def _fields_of(
+    obj: Step | Workflow, times: tuple[str, ...], defaults: tuple[tuple[str, Any], ...]
+) -> dict[str, Any]:
     data = dict(vars(obj))
-    for name in times:
+    for name, default in defaults:
         value = data[name]
+        # the same type too: a timeout_s of 0 (int) is kept, so it loads back as 0, not 0.0
+        if value is default or (value == default and type(value) is type(default)):
+            del data[name]
+    for name in times:
+        value = data.get(name)
         if value is not None:
             data[name] = iso(value)
     return data
 
 
 def workflow_to_json(wf: Workflow) -> dict[str, Any]:
-    """Field by field (dataclasses.asdict deep-copies everything, which this hot path pays);
+    """The stored document: field by field (dataclasses.asdict deep-copies everything, which
+    this hot path pays), a field at its default left out (`workflow_from_json` puts it back),
     the instants (and only they, by name) as RFC 3339 text."""
-    data = _fields_of(wf, _WF_TIMES)
+    data = _fields_of(wf, _WF_TIMES, _WF_DEFAULTS)
     del data["steps"]  # last, as the document always had it
-    data["steps"] = [_fields_of(step, _STEP_TIMES) for step in wf.steps]
+    data["steps"] = [_fields_of(step, _STEP_TIMES, _STEP_DEFAULTS) for step in wf.steps]
+    return data
+
+
+def full_json(wf: Workflow) -> dict[str, Any]:
+    """Every field, as documents were stored before issue 36: what a reader is shown."""
+    data = _fields_of(wf, _WF_TIMES, ())
+    del data["steps"]
+    data["steps"] = [_fields_of(step, _STEP_TIMES, ()) for step in wf.steps]
     return data
 
 

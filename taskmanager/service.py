@@ -47,7 +47,7 @@ from taskmanager.events import (
     Trace,
 )
 from taskmanager.evidence import ReasonWarnings, screen_evidence, screen_reason
-from taskmanager.model import Workflow, workflow_from_json
+from taskmanager.model import Workflow
 from taskmanager.presence import still_held
 from taskmanager.redact import Classify, bounded, without_words
 from taskmanager.shell_io import Message as Message  # importable from here, as it was
@@ -373,8 +373,7 @@ class TaskManager:
         wf = self.board.workflows.get(workflow_id)
         if wf is not None:
             return wf
-        doc = self.store.get(workflow_id)
-        return workflow_from_json(doc) if doc and doc.get("status") != "rejected" else None
+        return self.store.load(workflow_id)
 
     def _carry(self, out: WatchOutcome, now: datetime) -> Result:
         """Inside the caller's transaction: a watch's messages, traces and reports."""

@@ -19,6 +19,7 @@ from taskmanager.model import (
     TERMINAL_STEP,
     TERMINAL_WORKFLOW,
     Workflow,
+    full_json,
     workflow_from_json,
     workflow_to_json,
 )
@@ -379,10 +380,23 @@ class WorkflowStore:
             self._db.conn.executemany(sql, params)
 
     def get(self, workflow_id: str) -> dict[str, Any] | None:
+        """The workflow's document with every field (as stored before issue 36, whatever the
+        row leaves out); a rejected request's as it was stored."""
         row = self._db.execute(
             "SELECT doc FROM workflows WHERE workflow_id = ?", [workflow_id]
         ).fetchone()
-        return json.loads(row[0]) if row else None
+        if row is None:
+            return None
+        doc = json.loads(row[0])
+        return doc if doc.get("status") == "rejected" else full_json(workflow_from_json(doc))
+
+    def load(self, workflow_id: str) -> Workflow | None:
+        """The workflow as stored (active or ended); None when unknown, pruned or rejected."""
+        row = self._db.execute(
+            "SELECT doc FROM workflows WHERE workflow_id = ?", [workflow_id]
+        ).fetchone()
+        doc = json.loads(row[0]) if row else None
+        return workflow_from_json(doc) if doc and doc.get("status") != "rejected" else None
 
     def timeline(self, workflow_id: str) -> list[dict[str, Any]]:
         """Every entry of the workflow's trace in order, a change's row expanded into its
