@@ -134,6 +134,9 @@ class DurableOutbox:
         self._connection: int | None = None  # the connection the rows in flight were handed on
         self._stops: set[int] = set()  # mids of safe stops in flight: outside the window
         self._cursor = 0  # rows up to this id were met in id order on this connection
+        # a row may wait past the cursor: one was put since flush() last read to the end, or
+        # the cursor went back (a new connection); else flush() asks the table nothing
+        self._unread = True
         self._urgent = True  # a safe stop may wait unhanded (at start: rows of an earlier run)
         self._void: set[int] = set()  # rows to drop that the DB would not delete: never sent
         self._last_handed = 0  # `hand_out`'s: rows handed in id order, each once per process
@@ -173,6 +176,7 @@ class DurableOutbox:
     def put(self, item: Outbound) -> int:
         """`enqueue` as a `DurableQueue`: returns the row's id."""
         row_id = self._new_id()
+        self._unread = True
         if item.payload.get("safe_stop") is True:
             self._urgent = True
         self._db.execute(
@@ -206,21 +210,22 @@ class DurableOutbox:
         if self._wire is None or not self._on_connection():
             return 0
         sent = self._hand_safe_stops() if self._urgent else 0
-        while self._window_left() > 0:
+        while self._unread and self._window_left() > 0:
             skip = self._handed_ids()
+            limit = self._window_left() + len(skip)
             rows = self._db.execute(
                 "SELECT id, topic, payload, qos, retain FROM mqtt_outbox WHERE id > ?"
                 " ORDER BY id LIMIT ?",
-                [self._cursor, self._window_left() + len(skip)],
+                [self._cursor, limit],
             ).fetchall()
-            if not rows:
-                break
             for row in rows:
                 if self._window_left() <= 0:
                     break
                 self._cursor = row[0]
                 if row[0] not in skip:
                     sent += self._hand(*row)
+            else:  # every row read was met: fewer than asked means none waits past them
+                self._unread = len(rows) == limit
         return sent
 
     def _on_connection(self) -> bool:
@@ -235,6 +240,7 @@ class DurableOutbox:
             self._in_flight.clear()
             self._stops.clear()
             self._connection, self._cursor, self._urgent = current, 0, True
+            self._unread = True
         return True
 
     def _window_left(self) -> int:
