@@ -334,15 +334,16 @@ class TaskManager:
         op = watch.stop_operation if stop else watch.operation_id
         screened = screen_evidence(self._catalog.get(watch.capability_id, op or ""), cb.evidence)
         now = self._clock.now()
+        workflow_of = self._workflows_once()
         with self._db.atomic():
             out = self.watches.callback(
-                cb.task_id, cb.seq, cb.status, screened.kept, now, self._workflow
+                cb.task_id, cb.seq, cb.status, screened.kept, now, workflow_of
             )
             if watch.task_id not in self.watches.watches and not stop:
                 self._applied(cb.task_id, cb.seq)  # SPEC 2.2: its repeat is a duplicate
             by = dict(cb.answered_by)  # who confirmed: its trace rows say so
             out.traces[:] = [(w, kind, {**detail, **by}) for w, kind, detail in out.traces]
-            result = self._carry(out, now)
+            result = self._carry(out, now, workflow_of)
         if watch.task_id not in self.watches.watches:
             return self._release(watch.resource, watch.task_id, result)
         return result
@@ -375,12 +376,26 @@ class TaskManager:
             return wf
         return self.store.load(workflow_id)
 
-    def _carry(self, out: WatchOutcome, now: datetime) -> Result:
+    def _workflows_once(self) -> Callable[[str], Workflow | None]:
+        """`_workflow` for one unit of work: an ended workflow is read from disk once (a
+        cancel's confirmation read the same row three times)."""
+        seen: dict[str, Workflow | None] = {}
+
+        def workflow_of(workflow_id: str) -> Workflow | None:
+            if workflow_id not in seen:
+                seen[workflow_id] = self._workflow(workflow_id)
+            return seen[workflow_id]
+
+        return workflow_of
+
+    def _carry(
+        self, out: WatchOutcome, now: datetime, workflow_of: Callable[[str], Workflow | None]
+    ) -> Result:
         """Inside the caller's transaction: a watch's messages, traces and reports."""
         for message in out.messages:
             self._out.publish(message)
         for workflow_id, kind, detail in out.traces:
-            wf = self._workflow(workflow_id)
+            wf = workflow_of(workflow_id)
             self.store.trace(workflow_id, now, wf.etag if wf else None, kind, detail)
         for report in out.reports:
             self._out.publish(report)
@@ -498,8 +513,9 @@ class TaskManager:
         now = self._clock.now()
         due = self.watches.next_due()
         if due is not None and now >= due:
+            workflow_of = self._workflows_once()
             with self._db.atomic():
-                result.merge(self._carry(self.watches.due(now, self._workflow), now))
+                result.merge(self._carry(self.watches.due(now, workflow_of), now, workflow_of))
         return result
 
     def presence(

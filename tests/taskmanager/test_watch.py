@@ -155,3 +155,22 @@ def test_a_confirmation_after_the_prune_says_the_workflows_last_status(tmp_path:
     [confirmed] = [e for e in events if e["status"] == "CANCEL_CONFIRMED"]
     assert confirmed["workflow_status"] == ended["status"] == "cancelled"
     assert confirmed["etag"] == ended["etag"] != 0
+
+
+def test_a_confirmation_reads_the_ended_workflow_once_for_its_watch_and_trace(
+    tmp_path: Path,
+) -> None:
+    """The watch's report and the trace's etag come from one read of the ended workflow (issue
+    36: the same row was read three times); recording the confirming seq reads it once more."""
+    clock = ManualClock(T0)
+    tm, _ = manager(tmp_path / "s.db", clock)
+    tm.submit(MOVE_PURIFY, source="planner")
+    tm.callback(Callback(MOVE, 1, "RUNNING"))
+    tm.cancel(None, "pui")
+    reads: list[str] = []
+    tm.store._db.conn.set_trace_callback(
+        lambda sql: reads.append(sql) if sql.startswith("SELECT doc FROM workflows") else None
+    )
+    tm.callback(Callback(MOVE, 2, "CANCELLED"))
+    assert tm.alarms() == [] and len(reads) == 2
+    assert tm.store.timeline("wf-1")[-1]["kind"] == "cancel_confirmed"
