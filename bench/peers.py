@@ -50,35 +50,45 @@ ROOT = "a2a/robot-bench"
 HUEY_ROOT = "a2a/robot-huey"  # its own robot: our runtime must not see (and refuse) its callbacks
 
 
-def one_step(n: int) -> dict[str, Any]:
+# the job's operation: one that holds no resource, as huey's jobs hold none (like for like);
+# `--operation speaker.say` holds the voice (one at a time, SPEC 4.3): huey then runs with one
+# worker too, the only count that keeps that promise
+FREE_OP = "display.clear"
+ARGS = {"speaker.say": {"text": "안녕하세요"}}
+
+
+def one_step(n: int, operation: str = FREE_OP) -> dict[str, Any]:
+    capability, _, op = operation.partition(".")
     return {
         "workflow_id": f"job-{n:05d}",
         "plan_id": "bench",
         "steps": [
             {
-                "step_id": "say",
-                "capability_id": "speaker",
-                "operation_id": "say",
-                "args": {"text": "안녕하세요"},
+                "step_id": "job",
+                "capability_id": capability,
+                "operation_id": op,
+                "args": ARGS.get(operation, {}),
             }
         ],
     }
 
 
-def warm_up(probe: MqttProbe) -> None:
+def warm_up(probe: MqttProbe, operation: str) -> None:
     """One job through our runtime before the timing, as each huey consumer gets one; asked
     again while the runtime's subscriptions may not be in place (a request before them is
     not kept: no session yet)."""
     for attempt in range(10):
         try:
-            ours_block(probe, 90_000 + attempt, 1, timeout_s=3)
+            ours_block(probe, 90_000 + attempt, 1, operation, timeout_s=3)
             return
         except TimeoutError:
             continue
     raise TimeoutError("our runtime never ran the warm-up job")
 
 
-def ours_block(probe: MqttProbe, first: int, count: int, timeout_s: float = 300) -> float:
+def ours_block(
+    probe: MqttProbe, first: int, count: int, operation: str, timeout_s: float = 300
+) -> float:
     """`count` single-step jobs to our runtime in one burst; seconds until all completed."""
     pending = {f"job-{n:05d}" for n in range(first, first + count)}
 
@@ -89,12 +99,14 @@ def ours_block(probe: MqttProbe, first: int, count: int, timeout_s: float = 300)
 
     t0 = time.monotonic()
     for n in range(first, first + count):
-        probe.publish(f"{ROOT}/workflow/request", one_step(n))
+        probe.publish(f"{ROOT}/workflow/request", one_step(n, operation))
     probe.wait_for(f"{ROOT}/workflow/event", all_done, timeout_s=timeout_s)
     return time.monotonic() - t0
 
 
-def huey_paho_block(first: int, count: int, workers: int, broker: Mosquitto, work: Path) -> float:
+def huey_paho_block(
+    first: int, count: int, workers: int, broker: Mosquitto, work: Path, operation: str
+) -> float:
     """huey + paho with `workers` thread workers, its consumer started for this block: a
     warm-up job (the consumer's start is not timed), then `count` jobs enqueued at once, every
     result read back; seconds from the first enqueue to the last result."""
@@ -102,7 +114,7 @@ def huey_paho_block(first: int, count: int, workers: int, broker: Mosquitto, wor
     argv = [sys.executable, "-m", "bench.huey_peer", "--db", db, "--port", str(broker.port)]
     consumer = subprocess.Popen([*argv, "--root", HUEY_ROOT, "--workers", str(workers)])
     _huey, task = job_task(db)
-    step = one_step(0)["steps"][0]
+    step = one_step(0, operation)["steps"][0]
     try:
         warm = task(step, f"hp{workers}-warm{first}")
         warm.get(blocking=True, timeout=60, max_delay=0.005)
@@ -118,22 +130,22 @@ def huey_paho_block(first: int, count: int, workers: int, broker: Mosquitto, wor
 
 
 def interleaved(
-    jobs: int, rounds: int, workers: list[int], work: Path
+    jobs: int, rounds: int, workers: list[int], work: Path, operation: str = FREE_OP
 ) -> tuple[float, dict[int, float]]:
     """Ours and huey + paho at each worker count, `rounds` blocks each, taking turns (drift on
     a shared machine falls on all of them); jobs/s over all blocks."""
     broker, cloud, runtime = runtime_stack(work)
-    agents = [instant_agents(broker.port, root, "speaker.say") for root in (ROOT, HUEY_ROOT)]
+    agents = [instant_agents(broker.port, root, operation) for root in (ROOT, HUEY_ROOT)]
     probe = MqttProbe(broker.port, [f"{ROOT}/workflow/event"])
     per = jobs // rounds
     spent = {0: 0.0, **{n: 0.0 for n in workers}}  # 0: ours
     try:
         runtime.start()
-        warm_up(probe)
+        warm_up(probe, operation)
         for r in range(rounds):
-            spent[0] += ours_block(probe, r * per, per)
+            spent[0] += ours_block(probe, r * per, per, operation)
             for n in workers:
-                spent[n] += huey_paho_block(r * per, per, n, broker, work)
+                spent[n] += huey_paho_block(r * per, per, n, broker, work, operation)
     finally:
         stop_all(probe, *agents, runtime, cloud, broker)
     rates = {n: per * rounds / seconds for n, seconds in spent.items()}
@@ -179,14 +191,27 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1200)
     parser.add_argument("--rounds", type=int, default=3, help="interleaved blocks per contender")
     parser.add_argument("--workers", default="1,2,4,8", help="huey + paho worker counts to try")
+    parser.add_argument(
+        "--voice-jobs", type=int, default=300, help="speaker.say jobs vs huey at 1 worker (0: none)"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         workers = [int(w) for w in args.workers.split(",")]
         ours_rate, by_workers = interleaved(args.jobs, args.rounds, workers, work)
+        if args.voice_jobs:  # a resource held: one job at a time on both sides
+            (work / "voice").mkdir()
+            voice, huey_one = interleaved(args.voice_jobs, 1, [1], work / "voice", "speaker.say")
+            one = huey_one[1]
+            print(
+                f"  speaker.say (the voice, one at a time): ours {voice:.1f} jobs/s, huey + paho"
+                f" at 1 worker {one:.1f} jobs/s, ours / huey {voice / one:.2f}"
+            )
+            record("peers", "voice_ours_jobs_s", round(voice, 1))
+            record("peers", "voice_huey_paho_1_jobs_s", round(huey_one[1], 1))
         best = max(by_workers, key=lambda n: by_workers[n])
         rates = {
-            "a2a-edge workflows (MQTT round trip, 2 callbacks each)": ours_rate,
+            f"a2a-edge workflows of {FREE_OP} (MQTT round trip, 2 callbacks)": ours_rate,
             f"huey + paho, {best} thread workers (the best of {len(by_workers)})": by_workers[best],
             "huey SqliteHuey(fsync=True) alone, local, 2 thread workers": huey_rate(
                 args.jobs, work

@@ -111,8 +111,8 @@ def main() -> None:
             if args.workload == "turns":
                 turns(probe, args.count)
             else:
-                warm_up(probe)
-                ours_block(probe, 0, args.count)
+                warm_up(probe, "speaker.say")
+                ours_block(probe, 0, args.count, "speaker.say")
             recorder.send_signal(signal.SIGINT)  # py-spy writes its file on Ctrl-C
             recorder.wait(30)
             summarize(raw, args.top)
