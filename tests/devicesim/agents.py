@@ -123,6 +123,7 @@ class Expect:
     index: int  # the wire index the status was taken at
     resend: bool
     attempt: int
+    deadline: datetime | None = None  # a resend is owed only if the device takes it before
 
 
 @dataclass
@@ -415,7 +416,8 @@ class Presence:
                     continue
                 live = step.deadline is None or now < step.deadline
                 resend = policy(cap, step.operation_id).get("on_restart") == "resend" and live
-                self.expects.append(Expect(task_id, len(sim.wire.sent), resend, step.attempt))
+                index = len(sim.wire.sent)
+                self.expects.append(Expect(task_id, index, resend, step.attempt, step.deadline))
 
     def resolve(self) -> None:
         """Statuses the device had not taken (the broker down, the storage refusing) are taken
@@ -547,6 +549,8 @@ def restart_per_policy(sim: Sim, _before: int) -> list[str]:
     expects, presence.expects = presence.expects, []
     for ex in expects:
         sent = sim.wire.sent[ex.index :]
+        if ex.resend and _taken_late(sim, ex):
+            continue  # the device took the status past the deadline: it ends the task instead
         if ex.resend:
             again = [
                 s.body
@@ -574,6 +578,19 @@ def restart_per_policy(sim: Sim, _before: int) -> list[str]:
             resent = [s for s in sent if _command_of(s, ex.task_id)]
             out += [f"{ex.task_id} re-sent though its policy fails it" for _ in resent[:1]]
     return out
+
+
+def _taken_late(sim: Sim, ex: Expect) -> bool:
+    """The device reacted to the status (its first event for the task since) at or past the
+    task's deadline — the clock moved between the status and its taking (seed 617: a day
+    passed while the status waited to be delivered)."""
+    reacted = [
+        s.at
+        for s in sim.wire.topics("workflow/event", ex.index)
+        if s.body.get("task_id") == ex.task_id and s.at is not None
+    ]
+    when = reacted[0] if reacted else sim.clock.now()
+    return ex.deadline is not None and when >= ex.deadline
 
 
 def _command_of(sent: Any, task_id: str) -> bool:

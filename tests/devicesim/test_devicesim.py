@@ -80,6 +80,14 @@ def test_one_confirmed_value_per_key_is_per_person() -> None:
     assert sim.checks["one_confirmed_value_per_key"] >= 109
 
 
+def test_a_resend_is_owed_only_if_the_status_is_taken_before_the_deadline() -> None:
+    # seed 617 (the long run at c29a1b8, shrunk to 10 steps): a purifier stop in flight, its
+    # agent restarted, and a day passed before the device took the status: the stop ended
+    # TIMEOUT, rightly not re-sent past its deadline; the oracle had judged it live
+    sim = run_seed(617, 86, skip=parse_spans("2-76,84"))
+    assert sim.checks["restart_per_policy"] >= 86
+
+
 def test_a_failing_run_shrinks_to_the_steps_that_still_fail_and_replays() -> None:
     # a bug planted as an oracle: two presses reaching the device after a workflow push
     @oracle("planted")
