@@ -121,15 +121,19 @@ def people_in_the_household(demo: Demo) -> None:
         {"key": "favorite_song", "value": song, "status": "confirmed", "confidence": 0.9}
         for song in songs.values()
     ]
+    demo.wait(lambda: demo.status()["pending"] == 0)  # no earlier write takes a scripted answer
     for (person, _), item in zip((MOM, SON), items, strict=True):
         update = {"person_id": person, "profile_items": [item]}
         demo.cloud.script_sync({"status": 200, "updates": update})
-    demo.turn("고마워", MOM)  # its sync answer brings the scripted updates
-    demo.turn("고마워", SON)
+    demo.turn("고마워", MOM)  # its sync answer brings the scripted updates, one each: mom's
+    demo.wait(lambda: demo.status()["pending"] == 0)  # synced first (sync.linger_s would put
+    demo.turn("고마워", SON)  # both in one request, and only one scripted answer would come)
     demo.say(
         "wait", "   (클라우드가 각자의 노래를 확정하는 중)", "the cloud confirms each one's song"
     )
-    demo.wait(lambda: len(_songs(demo)) >= 2)
+    # both people's songs, not any two (the household's 골든 and mom's were enough before, and
+    # with sync.linger_s son's came after the song turns)
+    demo.wait(lambda: {MOM[0], SON[0]} <= set(_songs(demo)))
     for speaker in (MOM, SON, None):
         demo.turn("노래 틀어줘", speaker, label=GUEST)
         got = _planner_songs(demo)

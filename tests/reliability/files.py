@@ -19,7 +19,6 @@ import pytest
 from sim.processes import RuntimeProcess
 from tests.conftest import RuntimeFactory
 
-PAGE = 4096
 
 
 def edge_cli(*args: str, timeout_s: float = 30) -> subprocess.CompletedProcess[str]:
@@ -54,11 +53,21 @@ def table_pages(db: Path, name: str) -> list[int]:
     return [int(row[0]) for row in rows]
 
 
+def page_size(db: Path) -> int:
+    """The DB's page size, from its header (bytes 16-17; 1 stands for 65536)."""
+    with db.open("rb") as stream:
+        stream.seek(16)
+        size = int.from_bytes(stream.read(2), "big")
+    return 65536 if size == 1 else size
+
+
 def smash_page(db: Path, page: int, seed: int = 15) -> None:
-    """Write one page of random bytes over page `page` (1-based) of `db`."""
-    noise = random.Random(seed).randbytes(PAGE)
+    """Write one page of random bytes over page `page` (1-based) of `db`, at the DB's own
+    page size (a new state DB's pages are 1 KiB: a2a_common.sqlite.PAGE_SIZE)."""
+    size = page_size(db)
+    noise = random.Random(seed).randbytes(size)
     with db.open("r+b") as stream:
-        stream.seek((page - 1) * PAGE)
+        stream.seek((page - 1) * size)
         stream.write(noise)
 
 
