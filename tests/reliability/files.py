@@ -20,7 +20,6 @@ from sim.processes import RuntimeProcess
 from tests.conftest import RuntimeFactory
 
 
-
 def edge_cli(*args: str, timeout_s: float = 30) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "edge", *args], capture_output=True, text=True, timeout=timeout_s
