@@ -399,15 +399,21 @@ def confirmed_on_evidence(sim: Sim, _before: int) -> list[str]:
         day = date.fromisoformat(memory.profile.local_day(parse_iso(confirmed_at)))
         first = (day - timedelta(days=policy.window_days - 1)).isoformat()  # the oracle's own
         rows = sim.rows(
-            "SELECT pair_id, day, created_at FROM profile_evidence WHERE item_id = ?"
+            "SELECT pair_id, day, created_at, kind FROM profile_evidence WHERE item_id = ?"
             " AND day >= ? AND created_at <= ?",
             item_id,
             first,
             confirmed_at,
         )
-        arriving = {pair for pair, _day, created in rows if created == confirmed_at}
-        before = [day for pair, day, _c in rows if pair not in arriving]
-        days = len({day for _p, day, _c in rows})
+        # the confirming acceptance's own rows (a mention at the same instant still counts:
+        # seed 911, a third mention and the acceptance with no time between)
+        arriving = {
+            pair
+            for pair, _day, created, kind in rows
+            if created == confirmed_at and kind == "suggestion_accepted"
+        }
+        before = [day for pair, day, _c, _k in rows if pair not in arriving]
+        days = len({day for _p, day, _c, _k in rows})
         accepted = len(before) >= policy.min_mentions and len(set(before)) >= policy.min_days
         if not accepted and days < policy.auto_confirm_days:
             out.append(

@@ -88,6 +88,15 @@ def test_a_resend_is_owed_only_if_the_status_is_taken_before_the_deadline() -> N
     assert sim.checks["restart_per_policy"] >= 86
 
 
+def test_a_mention_at_the_acceptances_instant_still_counts() -> None:
+    # seed 911 (the long run at 827eb2b, shrunk to 4 steps): a third mention and its
+    # acceptance with no time between; the oracle took every row of that instant for the
+    # acceptance's own and saw two mentions where the device rightly counted three
+    sim = run_seed(911, 125, skip=parse_spans("1-95,97-100,102-123"))
+    assert sim.oracle_state["confirmed"]
+    assert sim.checks["confirmed_on_evidence"] >= 125
+
+
 def test_a_failing_run_shrinks_to_the_steps_that_still_fail_and_replays() -> None:
     # a bug planted as an oracle: two presses reaching the device after a workflow push
     @oracle("planted")
