@@ -5,6 +5,7 @@ Writes run inside the caller's transaction."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -275,23 +276,26 @@ class WorkflowStore:
         one) in what it stores, loses its trace; an ended one goes whole, an active one keeps
         running with its ended steps' args cleared now and the rest cleared as each ends.
         Returns the ended ids removed and how many trace rows went."""
-        patterns = [p for p in (fragments(t) for t in texts) if p is not None]
+        found = [p.pattern for p in (fragments(t) for t in texts) if p is not None]
+        # one expression for every text (each is an alternation without groups), each string
+        # folded once: a forget of many turns over many kept workflows was texts x strings folds
+        quote = re.compile("|".join(f"(?:{p})" for p in found)) if found else None
         turns = set(turn_ids)
         hit: dict[str, str | None] = {}  # workflow id -> its status (None: a trace alone)
         for workflow_id, status, turn_id, doc in self._db.execute(
             "SELECT workflow_id, status, turn_id, doc FROM workflows"
         ).fetchall():
-            quoted = patterns and any(
-                p.search(fold(s)) for s in _strings(json.loads(doc)) for p in patterns
+            quoted = quote is not None and any(
+                quote.search(fold(s)) for s in _strings(json.loads(doc))
             )
             if turn_id in turns or quoted:
                 hit[str(workflow_id)] = str(status)
-        if patterns:  # a trace may quote what the document no longer holds (an answered ask)
+        if quote is not None:  # a trace may quote what the document no longer holds (an ask)
             for workflow_id, detail, status in self._db.execute(
                 "SELECT t.workflow_id, t.detail, w.status FROM workflow_trace t"
                 " LEFT JOIN workflows w USING (workflow_id)"
             ).fetchall():
-                if str(workflow_id) not in hit and any(p.search(fold(detail)) for p in patterns):
+                if str(workflow_id) not in hit and quote.search(fold(detail)):
                     hit[str(workflow_id)] = status
         if not hit:
             return [], 0
