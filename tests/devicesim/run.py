@@ -525,15 +525,13 @@ def replay_command(
 
 def spans(steps: frozenset[int]) -> str:
     """`3,5-9,12`: a set of steps as the `--skip` option takes it."""
-    out: list[str] = []
+    runs: list[list[int]] = []  # [first, last] of each run of consecutive steps
     for n in sorted(steps):
-        if out and "-" not in out[-1] and int(out[-1]) == n - 1:
-            out[-1] = f"{n - 1}-{n}"
-        elif out and "-" in out[-1] and int(out[-1].split("-")[1]) == n - 1:
-            out[-1] = f"{out[-1].split('-')[0]}-{n}"
+        if runs and runs[-1][1] == n - 1:
+            runs[-1][1] = n
         else:
-            out.append(str(n))
-    return ",".join(out)
+            runs.append([n, n])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 def parse_spans(text: str) -> frozenset[int]:

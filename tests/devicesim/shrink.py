@@ -38,11 +38,12 @@ class Shrunk:
     def report(self) -> str:
         lines = [line for line in self.trace if _said(line)]
         shown = lines[-TRACE_LINES:]
+        cut = f" (the last {len(shown)})" if len(lines) > len(shown) else ""
         head = [
             f"shrunk: {self.kept} of {self.steps} steps kept ({self.runs} runs), still "
             f"{', '.join(sorted(self.oracles))}",
             f"replay: {self.command}",
-            f"its inputs and faults{' (the last ' + str(len(shown)) + ')' if len(lines) > len(shown) else ''}:",  # noqa: E501
+            f"its inputs and faults{cut}:",
         ]
         return "\n".join(head + ["  " + line for line in shown])
 
