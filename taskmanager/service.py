@@ -412,12 +412,13 @@ class TaskManager:
     ) -> str:
         """What a callback is before it is applied: `apply` (its task runs, or a cancelled
         task confirms its stop, SPEC 4.2), `duplicate` (a seq at or below the last applied one
-        of an ended task), `terminal` (a new seq for an ended task: refused, SPEC 2.4),
-        `unknown` (no such task here), `wrong_capability` (it came on another capability's
-        callback topic than its task's: only that agent speaks for it, SPEC 4.5) or
-        `not_dispatched` (its step was never dispatched, or not under that `attempt`: the
-        real agent's seq must stay free). `capability_id` is the one its topic names (None:
-        the shared `P/task/callback`)."""
+        of its task, running or ended: the step's `last_seq`, committed with the callback that
+        set it, is the callbacks' dedupe mark; or an old boot's, SPEC 4.8), `terminal` (a new
+        seq for an ended task: refused, SPEC 2.4), `unknown` (no such task here),
+        `wrong_capability` (it came on another capability's callback topic than its task's:
+        only that agent speaks for it, SPEC 4.5) or `not_dispatched` (its step was never
+        dispatched, or not under that `attempt`: the real agent's seq must stay free).
+        `capability_id` is the one its topic names (None: the shared `P/task/callback`)."""
         workflow_id, _, step_id = task_id.rpartition(":")
         wf = self.board.workflows.get(workflow_id)
         step = wf.step(step_id) if wf else None
@@ -430,7 +431,9 @@ class TaskManager:
         if step is not None and attempt is not None and attempt < step.epoch_attempt:
             return "duplicate"  # the restarted agent's old boot: stale (SPEC 4.8)
         if step is not None and not step.terminal:
-            return "apply" if step.kind == "task" and step.status != "QUEUED" else "not_dispatched"
+            if step.kind != "task" or step.status == "QUEUED":
+                return "not_dispatched"
+            return "duplicate" if seq <= step.last_seq else "apply"
         if watched is not None:
             outcome = self.watches.verdict(task_id, seq, status)
             assert outcome is not None
@@ -601,14 +604,6 @@ class TaskManager:
             if step.kind == "task" and step.status in ("DISPATCHED", "RUNNING")
         }
         return caps - self.agents.seen()
-
-    def callback_epoch(self, task_id: str) -> int:
-        """The attempt from which a resent task's callbacks count again (0: never resent to a
-        restarted agent): part of their dedupe key (SPEC 4.8)."""
-        workflow_id, _, step_id = task_id.rpartition(":")
-        wf = self.board.workflows.get(workflow_id)
-        step = wf.step(step_id) if wf else None
-        return step.epoch_attempt if step is not None else 0
 
     def observe(self, observation: Observe) -> Result:
         """A semantic observation (SPEC §4.6) into the workflows that subscribe to its kind."""

@@ -358,10 +358,7 @@ class DeviceApp:
             ref = {"task_id": msg.task_id, "seq": msg.seq}
             self.refuse(arrival.topic, Refusal(*refused), ref=ref)
             return
-        key = f"callback:{msg.task_id}:{msg.seq}"
-        if epoch := self.tm.callback_epoch(msg.task_id):  # re-sent to a restarted agent (4.8)
-            key += f"@{epoch}"
-        if verdict == "duplicate" or self.dedupe.seen(key):
+        if verdict == "duplicate":  # the task's last applied seq, in its workflow's row, says
             return  # a repeat of an applied seq, or a stale one: silently a duplicate
         self.metrics.inc("a2a_callbacks_total", "task callbacks taken in", status=msg.status)
         via = self.topics.kind_of(arrival.topic) or "task/callback"  # who answered: traced
@@ -375,8 +372,7 @@ class DeviceApp:
             msg.evidence,
             answered_by=by,
         )
-        with self.unit() as result:
-            self.dedupe.mark(key, arrival.topic)
+        with self.unit() as result:  # no dedupe mark: the seq it commits is the mark (issue 36)
             result.merge(self.tm.callback(event))
         self.after_commit(partial(timings.callback_applied, self.metrics, arrival.received_at))
 

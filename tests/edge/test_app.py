@@ -220,6 +220,27 @@ def test_callbacks_move_the_workflow_and_a_repeat_is_applied_once(robot: Robot) 
     assert robot.app.memory.state("active_workflow_id") == ""
 
 
+def test_a_callbacks_mark_is_its_tasks_seq_a_repeat_writes_nothing(robot: Robot) -> None:
+    """Issue 36: a callback takes no dedupe row; the step's last seq, committed with it in its
+    workflow's row, tells a repeat or a stale seq — also after a restart — and those write
+    nothing at all (no unit of work)."""
+    robot.push()
+    robot.callback(MOVE, 1, "RUNNING")
+    robot.callback(MOVE, 3, "PROGRESS", progress=50)
+    assert robot.rows("SELECT count(*) FROM inbox_seen WHERE key LIKE 'callback:%'") == [(0,)]
+    asyncio.run(robot.app.close())
+    robot.app = robot.open()  # the board read back from disk: the seq came with it
+    robot.wire.sent.clear()
+    changes = robot.app.memory.db.conn.total_changes
+    for seq, status in ((3, "PROGRESS"), (2, "PROGRESS"), (1, "RUNNING")):
+        robot.callback(MOVE, seq, status, progress=50)  # a repeat; stale ones
+    assert robot.app.memory.db.conn.total_changes == changes
+    assert robot.wire.sent == []  # silent duplicates: not applied, never refused
+    robot.callback(MOVE, 4, "COMPLETED", evidence={"arrived_room": "안방"})
+    robot.callback(MOVE, 4, "COMPLETED", evidence={"arrived_room": "안방"})  # ended: duplicate
+    assert robot.events(MOVE).count("COMPLETED") == 1  # (the outbox's unacked rows go again)
+
+
 def test_a_callback_for_an_unknown_task_is_refused_and_writes_nothing(robot: Robot) -> None:
     robot.callback("wf-x:step", 1, "RUNNING")
     [refusal] = robot.wire.on("runtime/error")
