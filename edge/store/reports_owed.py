@@ -35,6 +35,29 @@ def _v1(db: Database) -> None:
 
 MIGRATIONS = [Migration("edge_0008_reports_owed", _v1)]
 
+
+def _v2(db: Database) -> None:
+    """A rowid table, no index (issue 36): WITHOUT ROWID keeps at most 231 bytes of a row in
+    its 1 KiB leaf, so every report (300-400 bytes) took an overflow page, freed and zeroed
+    (secure_delete) once delivered a second later. The table holds the few reports between
+    their commit and the cloud's answer: a look-up by `request_id` scans them."""
+    db.execute(
+        """CREATE TABLE reports_owed_inline (
+            id INTEGER PRIMARY KEY,
+            request_id TEXT NOT NULL,
+            workflow_id TEXT NOT NULL,
+            payload TEXT NOT NULL)"""
+    )
+    db.execute(
+        "INSERT INTO reports_owed_inline (request_id, workflow_id, payload)"
+        " SELECT request_id, workflow_id, payload FROM reports_owed ORDER BY request_id"
+    )
+    db.execute("DROP TABLE reports_owed")  # secure_delete: its freed pages are zeroed
+    db.execute("ALTER TABLE reports_owed_inline RENAME TO reports_owed")
+
+
+MIGRATIONS_2 = [Migration("edge_0010_reports_owed_inline", _v2)]
+
 if TYPE_CHECKING:
     from a2a_common.queues import DurableQueue
 
@@ -50,9 +73,9 @@ class OwedReports:
 
     def owe(self, body: dict[str, Any]) -> None:
         """Inside the unit of work that ended the workflow."""
+        self._db.execute("DELETE FROM reports_owed WHERE request_id = ?", [body["request_id"]])
         self._db.execute(
-            "INSERT OR REPLACE INTO reports_owed (request_id, workflow_id, payload)"
-            " VALUES (?, ?, ?)",
+            "INSERT INTO reports_owed (request_id, workflow_id, payload) VALUES (?, ?, ?)",
             [body["request_id"], str(body.get("workflow_id", "")), jsonx.dumps(body)],
         )
 

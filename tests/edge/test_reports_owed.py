@@ -205,3 +205,29 @@ def test_a_report_being_sent_when_its_workflow_is_forgotten_is_given_up(db: Data
 
     asyncio.run(scenario())
     assert [b["workflow_id"] for b in cloud.bodies] == ["wf-2"]  # the worker went on
+
+
+def test_an_owed_report_fits_its_leaf_and_an_older_db_keeps_its_rows(tmp_path: Path) -> None:
+    """Issue 36 (edge_0010): as a WITHOUT ROWID row a report (300-400 bytes) took an overflow
+    page of the 1 KiB pages, freed and zeroed a second later when delivered; a rowid row holds
+    it in its leaf. A DB made before keeps what it owed, in order."""
+    path = tmp_path / "state.db"
+    old = open_state_db(path, MIGRATIONS[:-1])
+    body = {"request_id": "01B", "workflow_id": "wf-1", "event": {"status": "COMPLETED"}}
+    owed = OwedReports(db=old, sync_outbox=SyncOutbox(db=old, clock=ManualClock()))
+    with old.atomic():
+        owed.owe({**body, "evidence": {"arrived_room": "안방"}, "pad": "x" * 300})
+        owed.owe({**body, "request_id": "01A"})
+    old.close()
+    db = open_state_db(path, MIGRATIONS)
+    owed = OwedReports(db=db, sync_outbox=SyncOutbox(db=db, clock=ManualClock()))
+    assert [h.id for h in owed.hand_out(10)] == ["01A", "01B"]
+    assert owed.hand_out(10)[1].item["evidence"] == {"arrived_room": "안방"}
+    with db.atomic():
+        owed.owe({**body, "request_id": "01A", "again": True})  # the same id again: replaced
+    assert [h.item.get("again") for h in owed.hand_out(10)] == [True, None]
+    pages = db.execute(
+        "SELECT pagetype, count(*) FROM dbstat WHERE name = 'reports_owed' GROUP BY pagetype"
+    ).fetchall()
+    assert [tuple(row) for row in pages] == [("leaf", 1)]  # no overflow page
+    db.close()
