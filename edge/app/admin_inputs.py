@@ -114,11 +114,11 @@ class AdminInputs:
             self._drop_reports(ended)
             if ended or traces:
                 removed["workflows"] = len(ended)
-        self.app.after_commit(self.app.checkpointer.truncate)
+        self.app.work.before_send(self.app.checkpointer.truncate)  # before its answer is sent
         return removed
 
     def _drop_reports(self, workflow_ids: list[str]) -> int:
-        self.app.after_commit(partial(self.app.reports.forgotten, set(workflow_ids)))
+        self.app.work.before_send(partial(self.app.reports.forgotten, set(workflow_ids)))
         return self.app.sync.drop_reports(workflow_ids) + self.app.reports.owed.drop(workflow_ids)
 
     def _revoke(self, key: Any) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from edge.host.metrics import Metrics
 from edge.store.inbox import InboxDeadLetters, InboxDedupe
 from edge.store.outbound import DurableOutbox, Wire
 from edge.store.reports import Reports
+from edge.store.work import Work
 from sync import Replayer, SyncOutbox
 from taskmanager import Result, TaskManager
 
@@ -97,3 +98,5 @@ class AdminParts(AppParts, Protocol):
     def consent_admin(self) -> Callable[[str, dict[str, Any]], dict[str, Any]]: ...
     @property
     def early_answers(self) -> dict[str, dict[str, Any]]: ...
+    @property
+    def work(self) -> Work: ...

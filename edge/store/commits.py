@@ -6,7 +6,11 @@ message in a savepoint of its own so a refused one rolls back alone. `after_comm
 once the outermost transaction has committed (at once when none is open) and never when the
 part that registered it rolled back: inbound messages are acknowledged and turns started only
 for what is on disk. `on_commit`, given once where the graph is built, runs after every
-outermost commit (it hands the committed MQTT outbox rows to the broker).
+outermost commit (it hands the committed MQTT outbox rows to the broker) and before the other
+effects: the rows the commit made (a dependant's command, a turn's answer) reach the socket first,
+and the acks, counters, reports and wake-ups follow (issue 36: the critical path). An effect that
+must come before anything is sent is registered with `before_send(fn)` (a forget's WAL
+truncation: its answer goes out once no byte of the forgotten text is left, SPEC §5.5).
 
 This is also the one place storage errors are translated: a `sqlite3.Error` leaving a unit of
 work becomes `StorageUnavailable` (retry later), `StorageCorrupt` (stop) or `StorageError` (a
@@ -61,7 +65,8 @@ class Commits:
         self._on_commit = on_commit
         self._gate = gate
         self._guard = guard
-        self._levels: list[list[Callable[[], object]]] = []
+        # per open level: its effects, each (runs before the send, fn)
+        self._levels: list[list[tuple[bool, Callable[[], object]]]] = []
 
     @contextmanager
     def atomic(self) -> Iterator[None]:
@@ -82,7 +87,9 @@ class Commits:
             return
         if self._guard is not None and not self._guard():
             return
-        for fn in (*effects, self._on_commit):
+        first = [fn for before, fn in effects if before]
+        then = [fn for before, fn in effects if not before]
+        for fn in (*first, self._on_commit, *then):
             try:
                 fn()
             except Exception:  # the commit stands; one failed effect must not skip the rest
@@ -109,8 +116,17 @@ class Commits:
                 raise
 
     def after_commit(self, fn: Callable[[], object]) -> None:
+        """`fn` once the outermost transaction committed, after its rows were handed to the
+        broker (`on_commit`); at once when none is open."""
         if self._levels:
-            self._levels[-1].append(fn)
+            self._levels[-1].append((False, fn))
+        else:
+            fn()
+
+    def before_send(self, fn: Callable[[], object]) -> None:
+        """`after_commit`, but before the commit's rows are handed to the broker."""
+        if self._levels:
+            self._levels[-1].append((True, fn))
         else:
             fn()
 

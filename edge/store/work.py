@@ -85,9 +85,12 @@ class Work:
     def after_commit(self, fn: Callable[[], object]) -> None:
         self.commits.after_commit(fn)
 
+    def before_send(self, fn: Callable[[], object]) -> None:
+        self.commits.before_send(fn)
+
     def _settle(self, result: Result) -> None:
         if self.tm.store.take_scrub() and self._scrub_wal is not None:
-            self.commits.after_commit(self._scrub_wal)
+            self.commits.before_send(self._scrub_wal)  # before the answer goes out
         if result.accepted:
             self._memory.store.set_state("active_workflow_id", result.accepted[-1])
         for wf in result.finished:

@@ -150,5 +150,22 @@ def test_a_failing_guard_drops_the_effects_of_a_commit(db: Database) -> None:
         with commits.atomic():
             db.execute("INSERT INTO t VALUES (?)", [n])
             commits.after_commit(partial(ran.append, n))
-    assert ran == [1, 0]  # the second commit's effect and on_commit never ran
+    assert ran == [0, 1]  # the second commit's on_commit and effect never ran
     assert rows(db) == [1, 2]
+
+
+def test_the_commits_rows_are_sent_before_its_other_effects(db: Database) -> None:
+    """`on_commit` (the outbox's flush) runs first after the commit: a dependant's command or a
+    turn's answer reaches the socket before the acks, counters and wake-ups (issue 36);
+    `before_send` effects (a forget's WAL truncation) run before it."""
+    ran: list[str] = []
+    commits = Commits(db, on_commit=lambda: ran.append("send"))
+    with commits.atomic():
+        commits.after_commit(lambda: ran.append("ack"))
+        with commits.atomic():
+            db.execute("INSERT INTO t VALUES (1)")
+            commits.after_commit(lambda: ran.append("count"))
+            commits.before_send(lambda: ran.append("truncate"))
+        commits.before_send(lambda: ran.append("truncate 2"))
+        assert ran == []
+    assert ran == ["truncate", "truncate 2", "send", "ack", "count"]
