@@ -27,6 +27,8 @@ class TaskPublisher:
         self._reports = reports
         self._after_commit = after_commit
         outbox.expire_under(topics.task_command(""))  # commands expire (SPEC 4.2)
+        # the agents' rows go ahead of the events committed with them (issue 36)
+        outbox.send_first(topics.task_command(""), topics.task_cancel(""))
 
     def publish(self, message: Message) -> None:
         """Inside the caller's transaction, like every outbox write; a report is owed to the

@@ -143,12 +143,22 @@ class DurableOutbox:
         self._last_id: int | None = None  # the last id given (the table's largest at start)
         self._acked: list[int] = []
         self._expiring = ""  # topics under it carry a `deadline`: they expire (SPEC 4.2)
+        self._first: tuple[str, ...] = ()  # topics handed ahead of the others they were read with
 
     def expire_under(self, prefix: str) -> None:
         """Rows on topics under `prefix` (task commands) are sent with an MQTT 5 message expiry
         of the time left to their `deadline`, and never once it has passed; a `safe_stop`
         command never expires (SPEC 4.2)."""
         self._expiring = prefix
+
+    def send_first(self, *prefixes: str) -> None:
+        """Rows on topics under these prefixes (the agents': commands and cancels) are handed
+        ahead of the other rows a flush reads with them, in id order among themselves: a
+        callback's batch commits the step's workflow/event rows before the dependant's command,
+        which then waited behind their writes to the socket (issue 36: the critical path).
+        Only the order across topics changes, and only among rows handed together; on each
+        topic rows still go in id order."""
+        self._first = prefixes
 
     def _expiry(self, topic: str, payload: str) -> tuple[bool, int | None]:
         """(send it, its expiry in whole seconds or None)."""
@@ -218,15 +228,35 @@ class DurableOutbox:
                 " ORDER BY id LIMIT ?",
                 [self._cursor, limit],
             ).fetchall()
-            for row in rows:
+            met: set[int] = set()
+            for row in self._in_send_order(rows, skip):
                 if self._window_left() <= 0:
                     break
-                self._cursor = row[0]
+                met.add(row[0])
                 if row[0] not in skip:
                     sent += self._hand(*row)
+            # the cursor: the last row read before the first one not met (a row handed past
+            # it is in flight and skipped when read again)
+            for row in rows:
+                if row[0] not in met:
+                    break
+                self._cursor = row[0]
             else:  # every row read was met: fewer than asked means none waits past them
                 self._unread = len(rows) == limit
         return sent
+
+    def _in_send_order(self, rows: list[Any], skip: set[int]) -> list[Any]:
+        """`send_first`'s rows, then the others, each in id order, when the window has room
+        for every row read that is to be handed; else id order (a row never waits behind later
+        ones past this flush)."""
+        if not self._first or len(rows) < 2:
+            return rows
+        if sum(row[0] not in skip for row in rows) > self._window_left():
+            return rows
+        first = [row for row in rows if row[1].startswith(self._first)]
+        if not first or len(first) == len(rows):
+            return rows
+        return first + [row for row in rows if not row[1].startswith(self._first)]
 
     def _on_connection(self) -> bool:
         """Whether rows may be handed now; a new connection first forgets the rows handed on
