@@ -27,8 +27,8 @@ import httpx
 import paho.mqtt.client as paho
 
 from bench.benchlib import pct, proc_stat, record
+from bench.fleet_agents import AgentHosts
 from sim.broker import Mosquitto, free_port, wait_port
-from sim.devices import DeviceAgents
 from sim.mqttc import start_client
 from sim.processes import RuntimeProcess, write_config
 
@@ -100,11 +100,11 @@ def start_cloud(work: Path) -> tuple[subprocess.Popen[bytes], str]:
 
 
 def start_fleet(
-    work: Path, robots: int, broker: int, cloud: str, wave: int
-) -> list[RuntimeProcess]:
+    fleet: list[RuntimeProcess], work: Path, robots: int, broker: int, cloud: str, wave: int
+) -> None:
     """Start the runtimes `wave` at a time, each wave READY before the next starts: 100 Python
-    processes importing at once on 2 cores take minutes and time each other out."""
-    fleet = []
+    processes importing at once on 2 cores take minutes and time each other out. Each goes
+    into `fleet` as it starts, so the caller closes every one even when a later one fails."""
     for n in range(robots):
         home = work / f"robot-{n:02d}"
         home.mkdir()
@@ -123,7 +123,6 @@ def start_fleet(
             for runtime in fleet[-wave:]:
                 if not runtime.wait_line("READY=1", READY_S):
                     raise RuntimeError(f"{runtime.workdir.name} not READY:\n{runtime.log()}")
-    return fleet
 
 
 def raise_fd_limit() -> int:
@@ -222,15 +221,13 @@ def measure(
     """Start the fleet, drive it, settle, close it; fills `run`."""
     client = start_client("127.0.0.1", broker.port, "fleet-driver", _subscribe, observed.on_message)
     fleet: list[RuntimeProcess] = []
-    agents: list[DeviceAgents] = []
+    agents: AgentHosts | None = None
     try:
         t0 = time.monotonic()
-        fleet = start_fleet(work, run.robots, broker.port, cloud, run.wave)
+        start_fleet(fleet, work, run.robots, broker.port, cloud, run.wave)
         run.started_s = time.monotonic() - t0
-        agents = [
-            DeviceAgents(broker.port, f"a2a/robot-{n:02d}", time_scale=0.01)
-            for n in range(run.robots)
-        ]
+        agents = AgentHosts(broker.port, run.robots, work)  # not here: see bench.fleet_agents
+        agents.wait_ready()
         cpu0 = {r.workdir.name: proc_stat(_pid(r))[1] for r in fleet}
         counted_from = observed.broker_snapshot()
         run.turns = drive(client, observed, run.robots, run.seconds, cloud, rng)
@@ -247,8 +244,8 @@ def measure(
             if any(mark in line for mark in ('"level": "ERROR"', " ERROR ", "Traceback"))
         ]
     finally:
-        for agent in agents:
-            agent.close()
+        if agents is not None:
+            agents.close()
         for runtime in fleet:
             runtime.close()
         client.disconnect()
