@@ -66,6 +66,33 @@ def _v3(db: Database) -> None:
 MIGRATIONS_3 = [Migration("edge_0006_inbox_seen_without_rowid", _v3)]
 
 
+def _v4(db: Database) -> None:
+    """A rowid table without the `seen_at` index (issue 36, bytes per turn). As WITHOUT ROWID
+    a row keeps at most 231 bytes in its 1 KiB leaf, so every turn's stored answer (~250-400
+    bytes) spilled into an overflow page, freed and zeroed (secure_delete) when pruned or
+    forgotten, with the freelist trunk and page 1 each time: ~4 of a turn's 26 WAL frames.
+    A rowid row keeps up to 989 bytes in its leaf. The key's index stays (a look-up per
+    message); `seen_at` loses its own: rows come in rowid order, which is the order they were
+    taken, so the prune reads the oldest first and stops at its limit."""
+    db.execute(
+        """CREATE TABLE inbox_seen_inline (
+            key TEXT PRIMARY KEY,
+            topic TEXT NOT NULL,
+            seen_at TEXT NOT NULL,
+            fingerprint TEXT,
+            answer TEXT)"""
+    )
+    db.execute(
+        "INSERT INTO inbox_seen_inline (key, topic, seen_at, fingerprint, answer)"
+        " SELECT key, topic, seen_at, fingerprint, answer FROM inbox_seen ORDER BY seen_at, key"
+    )
+    db.execute("DROP TABLE inbox_seen")  # and its index; secure_delete: the pages are zeroed
+    db.execute("ALTER TABLE inbox_seen_inline RENAME TO inbox_seen")
+
+
+MIGRATIONS_4 = [Migration("edge_0011_inbox_seen_inline", _v4)]
+
+
 @dataclass(frozen=True)
 class Seen:
     """An applied message's mark: what tells a repeat from a reuse of its id (`fingerprint`),
@@ -115,10 +142,11 @@ class InboxDedupe:
 
     def prune(self, before: str, limit: int) -> int:
         """Forget up to `limit` marks taken before `before` (a redelivery comes within minutes
-        of a crash, not days); inside the caller's transaction. Returns how many."""
+        of a crash, not days); inside the caller's transaction. Returns how many. No index on
+        `seen_at` (edge_0011): the rowid order is the order marks were taken, oldest first."""
         cursor = self._db.execute(
-            "DELETE FROM inbox_seen WHERE key IN"
-            " (SELECT key FROM inbox_seen WHERE seen_at < ? LIMIT ?)",
+            "DELETE FROM inbox_seen WHERE rowid IN"
+            " (SELECT rowid FROM inbox_seen WHERE seen_at < ? ORDER BY rowid LIMIT ?)",
             [before, limit],
         )
         return int(cursor.rowcount)

@@ -47,4 +47,5 @@ MIGRATIONS: list[Migration] = [
     *consent.MIGRATIONS_2,  # 24 edge_0009_consent_per_person
     *_of("cache_0008_unread_indexes"),  # 25
     *reports_owed.MIGRATIONS_2,  # 26 edge_0010_reports_owed_inline
+    *inbox.MIGRATIONS_4,  # 27 edge_0011_inbox_seen_inline
 ]
