@@ -6,4 +6,9 @@ from __future__ import annotations
 from a2a_common.sqlite import Migration
 from sync import outbox
 
-MIGRATIONS: list[Migration] = [*outbox.MIGRATIONS, *outbox.MIGRATIONS_2, *outbox.MIGRATIONS_3]
+MIGRATIONS: list[Migration] = [
+    *outbox.MIGRATIONS,
+    *outbox.MIGRATIONS_2,
+    *outbox.MIGRATIONS_3,
+    *outbox.MIGRATIONS_4,
+]

@@ -91,6 +91,40 @@ MIGRATIONS_2 = [Migration("sync_0002_dead_letters_meta", _v2)]
 MIGRATIONS_3 = [Migration("sync_0003_outbox_without_rowid", _v3)]
 
 
+def _v4(db: Database) -> None:
+    """`sync_outbox` a rowid table without an index (issue 36, bytes per turn): as WITHOUT
+    ROWID a row keeps at most 231 bytes in its 1 KiB leaf, so a turn's pair write (both texts,
+    ~400-600 bytes) took an overflow page, freed and zeroed (secure_delete) when the cloud
+    acked it a moment later, with the freelist trunk and page 1. A rowid row keeps 989. The
+    rowid is the order the writes were put (ULIDs made in order, so `write_id` order too); the
+    table holds the few writes between their commit and the cloud's ack, so a look-up by
+    `write_id` scans it (an ack batch is one statement)."""
+    db.execute(
+        """CREATE TABLE sync_outbox_inline (
+            id INTEGER PRIMARY KEY,
+            write_id TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            payload TEXT NOT NULL,
+            created_at TEXT NOT NULL,
+            attempts INTEGER NOT NULL DEFAULT 0,
+            last_error TEXT)"""
+    )
+    db.execute(
+        "INSERT INTO sync_outbox_inline (write_id, kind, payload, created_at, attempts,"
+        " last_error) SELECT write_id, kind, payload, created_at, attempts, last_error"
+        " FROM sync_outbox ORDER BY write_id"
+    )
+    db.execute("DROP TABLE sync_outbox")  # secure_delete: its freed pages are zeroed
+    db.execute("ALTER TABLE sync_outbox_inline RENAME TO sync_outbox")
+
+
+MIGRATIONS_4 = [Migration("sync_0004_outbox_inline", _v4)]
+
+
+def _chunks(values: list[str], size: int = 500) -> list[list[str]]:
+    return [values[start : start + size] for start in range(0, len(values), size)]
+
+
 class SyncOutbox:
     """Also a `DurableQueue` (a2a_common.queues): `put`, `hand_out` (the replayer's `oldest`),
     `ack` (deletes at once: `reap` has nothing left to do), `prune` (old dead letters)."""
@@ -145,7 +179,7 @@ class SyncOutbox:
 
     def oldest(self, limit: int) -> list[Pending]:
         rows = self._db.execute(
-            "SELECT write_id, kind, created_at, payload FROM sync_outbox ORDER BY write_id LIMIT ?",
+            "SELECT write_id, kind, created_at, payload FROM sync_outbox ORDER BY id LIMIT ?",
             [limit],
         ).fetchall()
         return [Pending(w, k, c, json.loads(p)) for w, k, c, p in rows]
@@ -153,10 +187,10 @@ class SyncOutbox:
     def ack(self, write_ids: Iterable[str]) -> None:
         """Delete them, inside the caller's transaction (or one of its own: a bare executemany
         outside one would leave the driver's implicit transaction open, never committed)."""
-        with self._db.atomic():
-            self._db.conn.executemany(
-                "DELETE FROM sync_outbox WHERE write_id = ?", [(w,) for w in write_ids]
-            )
+        with self._db.atomic():  # no index on write_id (sync_0004): one scan a chunk
+            for chunk in _chunks(list(write_ids)):
+                marks = ",".join("?" * len(chunk))
+                self._db.execute(f"DELETE FROM sync_outbox WHERE write_id IN ({marks})", chunk)
 
     def kill(self, dead: Iterable[tuple[str, str]]) -> None:
         """Move rejected writes to the dead letters, with the cloud's reason."""
@@ -171,10 +205,13 @@ class SyncOutbox:
             self._db.execute("DELETE FROM sync_outbox WHERE write_id = ?", [write_id])
 
     def attempted(self, write_ids: Iterable[str], error: str | None) -> None:
-        self._db.conn.executemany(
-            "UPDATE sync_outbox SET attempts = attempts + 1, last_error = ? WHERE write_id = ?",
-            [(error, w) for w in write_ids],
-        )
+        for chunk in _chunks(list(write_ids)):  # one scan a chunk (no index on write_id)
+            marks = ",".join("?" * len(chunk))
+            self._db.execute(
+                "UPDATE sync_outbox SET attempts = attempts + 1, last_error = ?"
+                f" WHERE write_id IN ({marks})",
+                [error, *chunk],
+            )
 
     def drop_reports(self, workflow_ids: list[str]) -> int:
         """Unsent (and dead-lettered) `task_terminal` reports of these workflows (forget --all
@@ -241,14 +278,22 @@ class SyncOutbox:
         return dropped
 
     def requeue_dead(self) -> int:
-        """Dead letters back into the outbox, with their own write_id and content."""
-        moved = self._db.execute(
-            "INSERT OR IGNORE INTO sync_outbox (write_id, kind, payload, created_at, attempts,"
-            " last_error) SELECT write_id, kind, payload, created_at, attempts, reason"
-            " FROM sync_dead"
-        ).rowcount
-        self._db.execute("DELETE FROM sync_dead")
-        return int(moved)
+        """Dead letters back into the outbox, with their own write_id and content, among the
+        writes owed in `write_id` order (the outbox hands out in rowid order: they are put
+        again together, and the old rows go)."""
+        with self._db.atomic():
+            last = self._db.execute("SELECT coalesce(max(id), 0) FROM sync_outbox").fetchone()[0]
+            moved = self._db.execute(
+                "INSERT INTO sync_outbox (write_id, kind, payload, created_at, attempts,"
+                " last_error) SELECT write_id, kind, payload, created_at, attempts, last_error"
+                " FROM (SELECT write_id, kind, payload, created_at, attempts, last_error"
+                " FROM sync_outbox UNION ALL SELECT write_id, kind, payload, created_at,"
+                " attempts, reason FROM sync_dead WHERE write_id NOT IN"
+                " (SELECT write_id FROM sync_outbox)) ORDER BY write_id"
+            ).rowcount
+            owed = self._db.execute("DELETE FROM sync_outbox WHERE id <= ?", [last]).rowcount
+            self._db.execute("DELETE FROM sync_dead")
+        return int(moved) - int(owed)
 
     def dead_count(self) -> int:
         return int(self._db.table("sync_dead").count_where())

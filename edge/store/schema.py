@@ -48,4 +48,5 @@ MIGRATIONS: list[Migration] = [
     *_of("cache_0008_unread_indexes"),  # 25
     *reports_owed.MIGRATIONS_2,  # 26 edge_0010_reports_owed_inline
     *inbox.MIGRATIONS_4,  # 27 edge_0011_inbox_seen_inline
+    *_of("sync_0004_outbox_inline"),  # 28
 ]

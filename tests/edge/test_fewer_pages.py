@@ -53,7 +53,7 @@ def test_an_old_db_keeps_its_rows_and_a_deleted_row_leaves_no_copy(tmp_path: Pat
     assert db.execute("SELECT count(*) FROM sqlite_sequence WHERE name IN (?, ?)",
                       ["mqtt_outbox", "workflow_trace"]).fetchone()[0] == 0  # fmt: skip
     schema = dict(db.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'"))
-    for table in ("device_state", "sync_outbox", "sync_meta"):  # inbox_seen: rowid (edge_0011)
+    for table in ("device_state", "sync_meta"):  # inbox_seen, sync_outbox: rowid (issue 36)
         assert schema[table].endswith("WITHOUT ROWID"), table
     assert "AUTOINCREMENT" not in schema["mqtt_outbox"] + schema["workflow_trace"]
     indexes = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
