@@ -27,6 +27,7 @@ import ssl
 import time
 from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -423,6 +424,13 @@ class MqttChannel:
         finally:
             if self._waiters.get(info.mid) is waiter:
                 del self._waiters[info.mid]
+
+    def sending(self) -> AbstractContextManager[object]:
+        """Publishes and acks made in it go to the socket in one send as it ends (outside
+        paho's callbacks; inside them paho's packets go on the loop's next turn anyway)."""
+        if self._driver is None or self._in_callback:
+            return nullcontext()
+        return self._driver.writing_now()
 
     def ack(self, message: Inbound) -> None:
         """PUBACK an inbound message, unless it came on an earlier connection."""

@@ -15,6 +15,7 @@ the default executor) so that a stalled connect cannot hold the process at exit.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import socket
@@ -71,6 +72,14 @@ class LoopClient(paho.Client):
                 return rc
         return MQTTErrorCode.MQTT_ERR_SUCCESS
 
+    def _packet_write(self) -> MQTTErrorCode:
+        """Packets queued together go to the socket in one send (`coalesce`): paho sends each
+        apart, a syscall and a TCP segment each, the broker woken for each."""
+        if len(self._out_packet) > 1:
+            coalesce(self._out_packet)
+        rc: MQTTErrorCode = super()._packet_write()
+        return rc
+
     _read_from: SocketLike | None = None  # the socket `_read_buffer` came from
     _read_buffer = b""
     _read_at = 0
@@ -100,6 +109,43 @@ class LoopClient(paho.Client):
         if sock is None:  # paho reconnecting by itself (a v3.1 downgrade): not on the loop
             raise OSError("no connected socket prepared")
         return sock
+
+
+def _quiet(packet: dict[str, Any]) -> bool:
+    """Nothing happens once it is written (paho acts only after a QoS 0 PUBLISH, which tells
+    on_publish, and after a DISCONNECT, which closes the socket)."""
+    kind = packet["command"] & 0xF0
+    return kind != paho.DISCONNECT and not (kind == paho.PUBLISH and packet["qos"] == 0)
+
+
+def coalesce(out: collections.deque[Any]) -> None:
+    """Runs of queued packets that need nothing after their write become one packet of their
+    bytes, in order (a PUBACK-typed stand-in: paho does nothing after writing one). A QoS 1
+    PUBLISH is settled by its PUBACK, not by its write, so nothing is lost in the join."""
+    packets, run = list(out), list[Any]()
+    out.clear()
+    for packet in [*packets, None]:
+        if packet is not None and _quiet(packet):
+            run.append(packet)
+            continue
+        if len(run) == 1:
+            out.append(run[0])
+        elif run:
+            data = b"".join(p["packet"][p["pos"] :] for p in run)
+            out.append(
+                {
+                    "command": paho.PUBACK,
+                    "mid": 0,
+                    "qos": 0,
+                    "pos": 0,
+                    "to_process": len(data),
+                    "packet": data,
+                    "info": None,
+                }
+            )
+        run = []
+        if packet is not None:
+            out.append(packet)
 
 
 def open_in_thread(loop: asyncio.AbstractEventLoop, client: LoopClient) -> asyncio.Future[Any]:
@@ -246,13 +292,17 @@ class LoopDriver:
 
     @contextlib.contextmanager
     def writing_now(self) -> Iterator[None]:
-        """Around a paho call made outside paho's callbacks: its packet goes out at once."""
+        """Around paho calls made outside paho's callbacks: their packets go out at once, as
+        the outermost of nested scopes ends (one send: `LoopClient._packet_write`)."""
+        outer = not self._direct
         self._direct = True
         try:
             yield
         finally:
-            self._direct = False
-        self.write()
+            if outer:
+                self._direct = False
+        if outer:  # nested: the outermost writes what they all queued, in one go
+            self.write()
 
     def _run_misc(self) -> None:
         self._misc = None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Iterable
+from contextlib import nullcontext
 from functools import partial
 from typing import Any
 
@@ -108,6 +109,7 @@ class Intake:
             self._door.wait("safety input", self._take_urgent, first=True)
 
     def _take_all(self, messages: Iterable[Inbound], taken: list[Inbound], alone: bool) -> None:
+        applied: list[Inbound] = []  # acked after the commit, together (one send)
         for msg in messages:
             if not self.accepting:
                 break  # stopping: what is left stays unacked for the next run
@@ -122,11 +124,24 @@ class Intake:
             if behind or not self._take(msg):
                 self._hold(msg)
             else:
-                self._app.after_commit(partial(self._channel.ack, msg))
+                applied.append(msg)
+        if applied:
+            self._app.after_commit(partial(self._ack_all, applied))
         if self._debug and not alone and any(DEBUG_RAISE_BATCH in m.payload for m in taken):
             raise RuntimeError("debug hook: a batch fails outside its handlers")
         if not alone:
             self._app.reap_rows()  # PUBACKed rows, delivered reports, go in the same commit
+
+    def _ack_all(self, messages: list[Inbound]) -> None:
+        """A batch's PUBACKs after its commit, written in one send (a stand-in channel
+        without `sending` acks each as it comes); one that fails stops none of the others."""
+        channel = self._channel
+        with getattr(channel, "sending", nullcontext)():
+            for msg in messages:
+                try:
+                    channel.ack(msg)
+                except Exception:
+                    log.exception("acknowledging an inbound message failed")
 
     def _take(self, msg: Inbound) -> bool:
         """Validate and apply one message in a unit of work; False when it must be held

@@ -21,7 +21,8 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -110,6 +111,14 @@ class Link(Protocol):
     def connection(self) -> int | None: ...
 
 
+@runtime_checkable
+class Batching(Protocol):
+    """A wire whose `sending()` scope writes what is published in it to the socket in one go,
+    as it ends (MqttChannel): the rows one flush hands go out in one send."""
+
+    def sending(self) -> AbstractContextManager[object]: ...
+
+
 @dataclass(frozen=True)
 class Outbound:
     """A message of the outbox, as `put` takes it and `hand_out` gives it."""
@@ -130,6 +139,7 @@ class DurableOutbox:
         self._window = max(1, window)
         self._wire: Wire | None = None
         self._link: Link | None = None
+        self._sending: Callable[[], AbstractContextManager[object]] = nullcontext
         self._in_flight: dict[int, int] = {}  # paho mid -> row id, on connection `_connection`
         self._connection: int | None = None  # the connection the rows in flight were handed on
         self._stops: set[int] = set()  # mids of safe stops in flight: outside the window
@@ -176,6 +186,7 @@ class DurableOutbox:
     def attach(self, wire: Wire) -> None:
         self._wire = wire
         self._link = wire if isinstance(wire, Link) else None
+        self._sending = wire.sending if isinstance(wire, Batching) else nullcontext
 
     def enqueue(
         self, topic: str, payload: dict[str, Any], *, retain: bool = False, qos: int = 1
@@ -219,6 +230,10 @@ class DurableOutbox:
         PUBACK. Returns how many were handed."""
         if self._wire is None or not self._on_connection():
             return 0
+        with self._sending():
+            return self._flush()
+
+    def _flush(self) -> int:
         sent = self._hand_safe_stops() if self._urgent else 0
         while self._unread and self._window_left() > 0:
             skip = self._handed_ids()

@@ -10,6 +10,7 @@ from typing import Any
 from unittest.mock import Mock, patch
 
 import pytest
+from paho.mqtt.client import _ConnectionState  # type: ignore[attr-defined]
 from paho.mqtt.enums import CallbackAPIVersion, MQTTErrorCode, MQTTProtocolVersion
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
@@ -115,6 +116,63 @@ def test_packets_one_recv_brought_are_all_taken_without_more_readiness() -> None
                 driver._read()
                 await asyncio.sleep(0)
         assert got == sent + sent and calls <= 3  # not 3 a packet
+        driver._on_close(client, None, ours)
+        ours.close()
+        broker.close()
+
+    asyncio.run(body())
+
+
+def parse_publishes(data: bytes) -> list[tuple[int, bytes]]:
+    """(QoS, payload) of each MQTT 5 PUBLISH in `data` (one-byte lengths, no properties)."""
+    found = []
+    while data:
+        header, length = data[0], data[1]
+        body, data = data[2 : 2 + length], data[2 + length :]
+        assert header & 0xF0 == 0x30
+        qos = (header >> 1) & 3
+        at = 2 + int.from_bytes(body[:2], "big") + (2 if qos else 0)
+        assert body[at] == 0  # no properties
+        found.append((qos, body[at + 1 :]))
+    return found
+
+
+def test_packets_queued_together_go_in_one_send() -> None:
+    """Nested `writing_now` scopes write once, as the outermost ends; a run of packets that
+    need nothing after their write goes in one send, a QoS 0 PUBLISH (its on_publish is told
+    after its write) alone; the bytes are paho's, in order."""
+
+    async def body() -> None:
+        loop = asyncio.get_running_loop()
+        client = LoopClient(
+            callback_api_version=CallbackAPIVersion.VERSION2, protocol=MQTTProtocolVersion.MQTTv5
+        )
+        told: list[int] = []
+        client.on_publish = lambda _c, _u, mid, _r, _p: told.append(mid)
+        ours, broker = socket.socketpair()
+        ours.setblocking(False)
+        driver = LoopDriver(loop, client)
+        driver._on_open(client, None, ours)
+        sends: list[int] = []
+        real_send = ours.send
+
+        def counting(data: bytes) -> int:
+            sends.append(len(data))
+            return real_send(data)
+
+        client._sock = Mock(wraps=ours, send=counting)
+        client._state = _ConnectionState.MQTT_CS_CONNECTED
+        sent = [(1, b"a"), (1, b"b"), (1, b"c"), (0, b"d"), (1, b"e"), (1, b"f")]
+        with driver.writing_now():
+            for qos, payload in sent[:3]:
+                with driver.writing_now():
+                    client.publish("t/x", payload, qos=qos)
+            assert not sends  # nothing before the outermost scope ends
+            for qos, payload in sent[3:]:
+                client.publish("t/x", payload, qos=qos)
+        assert len(sends) == 3  # a-b-c, d alone, e-f (paho: one send each)
+        assert len(told) == 1  # the QoS 0 one, told once written
+        assert parse_publishes(broker.recv(4096)) == sent
         driver._on_close(client, None, ours)
         ours.close()
         broker.close()
