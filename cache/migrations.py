@@ -14,4 +14,5 @@ MIGRATIONS: list[Migration] = [
     *schema.MIGRATIONS_6,
     *schema.MIGRATIONS_7,
     *schema.MIGRATIONS_8,
+    *schema.MIGRATIONS_9,
 ]

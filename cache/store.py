@@ -97,7 +97,8 @@ class CacheStore:
 
     def pending_turns(self) -> list[tuple[str, str]]:
         """(turn_id, pair_id) of utterances recorded but never answered, then of those a
-        forget removed before their answer (owed all the same: cache/owed.py)."""
+        forget removed before their answer (owed all the same: cache/owed.py). Read once per
+        start: it scans the pairs (no index of pending ones, cache_0009; ~5 ms a year)."""
         rows = self._db.execute(
             "SELECT turn_id, pair_id FROM pairs WHERE status = 'pending' ORDER BY created_at"
         ).fetchall()

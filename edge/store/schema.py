@@ -49,4 +49,5 @@ MIGRATIONS: list[Migration] = [
     *reports_owed.MIGRATIONS_2,  # 26 edge_0010_reports_owed_inline
     *inbox.MIGRATIONS_4,  # 27 edge_0011_inbox_seen_inline
     *_of("sync_0004_outbox_inline"),  # 28
+    *_of("cache_0009_pending_unindexed"),  # 29
 ]
