@@ -15,4 +15,5 @@ MIGRATIONS: list[Migration] = [
     *schema.MIGRATIONS_7,
     *schema.MIGRATIONS_8,
     *schema.MIGRATIONS_9,
+    *schema.MIGRATIONS_10,
 ]

@@ -319,6 +319,22 @@ def _v9(db: Database) -> None:
     db.execute("DROP INDEX IF EXISTS pairs_status")
 
 
+def _v10(db: Database) -> None:
+    """`sessions_person` on (person, entered_at) instead of (person, last_turn_at) (issue 36,
+    bytes per turn): every turn moved its session's entry in the index, a WAL frame in each
+    take-in. `entered_at` is when the session last became its person's current one (opened,
+    or taken up again while another was the latest) and stays as the session goes on: a turn
+    that continues the latest session writes its row alone. The newest `entered_at` is the
+    session of the newest `last_turn_at` (a turn into another session enters it), so the
+    current session is read from the index as before; `last_turn_at` still says when the
+    session's last turn came (the idle check, the listing). A DB made before: each session
+    entered at its last turn."""
+    db.execute("ALTER TABLE sessions ADD COLUMN entered_at TEXT NOT NULL DEFAULT ''")
+    db.execute("UPDATE sessions SET entered_at = last_turn_at")
+    db.execute("DROP INDEX IF EXISTS sessions_person")
+    db.execute("CREATE INDEX sessions_person ON sessions (person_id, entered_at)")
+
+
 MIGRATIONS = [
     Migration("cache_0001_pairs_sessions_state", _v1),
     Migration("cache_0002_tiers_profile_provenance", _v2),
@@ -330,3 +346,4 @@ MIGRATIONS_6 = [Migration("cache_0006_device_state_without_rowid", _v6)]
 MIGRATIONS_7 = [Migration("cache_0007_people", _v7)]
 MIGRATIONS_8 = [Migration("cache_0008_unread_indexes", _v8)]
 MIGRATIONS_9 = [Migration("cache_0009_pending_unindexed", _v9)]
+MIGRATIONS_10 = [Migration("cache_0010_sessions_entered", _v10)]

@@ -34,10 +34,11 @@ class CacheStore:
 
     # --- sessions ---------------------------------------------------------------------------
     def latest_session(self, person: str = HOUSEHOLD) -> SessionRow | None:
-        """The person's newest session (sessions are per person, SPEC §5.7)."""
+        """The person's newest session (sessions are per person, SPEC §5.7): the one of the
+        latest turn, which is the one entered last (`touch_session`, cache_0010)."""
         row = self._one(
             "SELECT session_id, last_turn_at FROM sessions WHERE person_id = ?"
-            " ORDER BY last_turn_at DESC LIMIT 1",
+            " ORDER BY entered_at DESC LIMIT 1",
             [person],
         )
         return SessionRow(row[0], row[1]) if row else None
@@ -45,7 +46,8 @@ class CacheStore:
     def latest_sessions(self) -> list[SessionRow]:
         """Every person's newest session (and the household's)."""
         rows = self._db.execute(
-            "SELECT session_id, max(last_turn_at) FROM sessions GROUP BY person_id ORDER BY 1"
+            "SELECT session_id, last_turn_at, max(entered_at) FROM sessions GROUP BY person_id"
+            " ORDER BY 1"
         ).fetchall()
         return [SessionRow(r[0], r[1]) for r in rows]
 
@@ -58,13 +60,24 @@ class CacheStore:
         row = self._one("SELECT person_id FROM pairs WHERE pair_id = ?", [pair_id])
         return str(row[0]) if row else HOUSEHOLD
 
-    def touch_session(self, session_id: str, now: datetime, person: str = HOUSEHOLD) -> None:
+    def touch_session(
+        self, session_id: str, now: datetime, person: str = HOUSEHOLD, *, entered: bool = True
+    ) -> None:
+        """A turn in the session at `now`; `entered`: the session was not its person's latest
+        (new, or taken up again). A turn that goes on in the latest session leaves its
+        `entered_at`, and so its entry in `sessions_person`, as they are (issue 36)."""
         stamp = iso(now)
+        if not entered:  # an UPDATE that sets no indexed column writes no index
+            self._db.execute(
+                "UPDATE sessions SET last_turn_at = ? WHERE session_id = ?", [stamp, session_id]
+            )
+            return
         self._db.execute(
-            "INSERT INTO sessions (session_id, started_at, last_turn_at, person_id)"
-            " VALUES (?, ?, ?, ?)"
-            " ON CONFLICT (session_id) DO UPDATE SET last_turn_at = excluded.last_turn_at",
-            [session_id, stamp, stamp, person],
+            "INSERT INTO sessions (session_id, started_at, last_turn_at, person_id, entered_at)"
+            " VALUES (?, ?, ?, ?, ?)"
+            " ON CONFLICT (session_id) DO UPDATE SET last_turn_at = excluded.last_turn_at,"
+            " entered_at = excluded.entered_at",
+            [session_id, stamp, stamp, person, stamp],
         )
 
     # --- pairs ------------------------------------------------------------------------------

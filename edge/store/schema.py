@@ -50,4 +50,5 @@ MIGRATIONS: list[Migration] = [
     *inbox.MIGRATIONS_4,  # 27 edge_0011_inbox_seen_inline
     *_of("sync_0004_outbox_inline"),  # 28
     *_of("cache_0009_pending_unindexed"),  # 29
+    *_of("cache_0010_sessions_entered"),  # 30
 ]

@@ -44,7 +44,7 @@ def test_a_turn_writes_no_index_that_no_turn_reads(memory: Memory) -> None:
     assert {"pairs_person", "sessions_person"} <= names
     for sql in (
         "SELECT session_id, last_turn_at FROM sessions WHERE person_id = 'p'"
-        " ORDER BY last_turn_at DESC LIMIT 1",
+        " ORDER BY entered_at DESC LIMIT 1",
         "SELECT pair_id FROM pairs WHERE person_id = 'p' AND status != 'pending'"
         " ORDER BY created_at DESC, pair_id DESC LIMIT 3",
     ):  # the pending pairs are read once per start, from the pairs (cache_0009)

@@ -7,9 +7,10 @@ from __future__ import annotations
 import struct
 from collections import Counter
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 
-from a2a_common.clock import ManualClock
+from a2a_common.clock import ManualClock, iso
 from a2a_common.db import Database
 from a2a_common.sqlite import open_state_db
 from cache.memory import Memory, MemoryPolicy
@@ -68,4 +69,54 @@ def test_a_pending_turn_is_no_index_entry_and_is_still_recovered(tmp_path: Path)
     # t0..t2 never answered: what a restart answers `interrupted`, oldest first
     assert memory.store.pending_turns() == [(f"t{n}", made[n][0]) for n in range(3)]
     assert memory.store.counts().turns_pending == 3
+    db.close()
+
+
+def test_a_turn_that_goes_on_in_its_session_moves_no_index_entry(tmp_path: Path) -> None:
+    """cache_0010: `sessions_person` keys a session by when it was entered, not by its last
+    turn, which moved the entry every take-in; the latest session is the same: a session taken
+    up again (the turn names it) is the current one for the next turn, and a DB made before
+    keeps its current session."""
+    path = tmp_path / "state.db"
+    names = [m.name for m in MIGRATIONS]
+    clock = ManualClock()
+    old = open_state_db(path, MIGRATIONS[: names.index("cache_0010_sessions_entered")])
+    first, second = "session-first", "session-second"
+    with old.atomic():  # as the code before kept them: `second` has the latest turn
+        for session, started, last in ((second, 0, 10), (first, 5, 5)):
+            old.execute(
+                "INSERT INTO sessions (session_id, started_at, last_turn_at) VALUES (?, ?, ?)",
+                [session, iso(clock.now() + timedelta(seconds=started)),
+                 iso(clock.now() + timedelta(seconds=last))],
+            )  # fmt: skip
+    old.close()
+    clock.advance(15)
+    db = open_state_db(path, MIGRATIONS)
+    memory = Memory(db=db, clock=clock, policy=MemoryPolicy())
+
+    def take(turn_id: str, session: str | None = None) -> str:
+        with db.atomic():
+            _pair, session_id = memory.record_utterance(
+                turn_id=turn_id, requested_session=session, text="안녕"
+            )
+        clock.advance(5)
+        return session_id
+
+    assert take("t3") == second  # the current session as the old DB kept it
+    assert take("t4", first) == first  # taken up again: the latest
+    assert take("t5") == first
+    going_on = frames(db, path, lambda: take("t6"))
+    assert going_on["sessions"] == 1 and "sessions_person" not in going_on
+    entering = frames(db, path, lambda: take("t7", second))
+    assert entering["sessions_person"] == 1  # the check can fail
+    assert take("t8") == second
+    latest = memory.store.latest_session()
+    assert latest is not None and (latest.session_id, latest.last_turn_at) == (
+        second,
+        db.execute("SELECT max(last_turn_at) FROM sessions").fetchone()[0],
+    )
+    clock.advance(memory.policy.session_idle_s)
+    fresh = take("t9")
+    assert fresh not in (first, second)
+    assert memory.current_sessions(clock.now()) == [fresh]
     db.close()
