@@ -29,6 +29,7 @@ from edge.config.settings import load_secrets
 from edge.host import statelock
 from edge.host.clock import runtime_clock
 from edge.host.log import configure
+from edge.host.malloc import fix_thresholds
 from edge.host.permissions import check_permissions
 
 
@@ -39,6 +40,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     secrets = load_secrets(settings)
     configure(settings.log.level, settings.log.format)
     faulthandler.enable()  # a fatal signal (SIGBUS from a mapped file) leaves its stack in the log
+    fix_thresholds()  # glibc's heap gives its free top back (edge/host/malloc.py)
     from edge.wiring import build_runtime
 
     clock = runtime_clock(os.environ)
