@@ -149,8 +149,8 @@ class Memory:
             # `store: session` items go with their session; the others' sessions go on
             going = [s for s in self.current_sessions(now) if s != latest.session_id]
             self.sweeper.end_sessions([session_id, *going])
-        entered = latest is None or latest.session_id != session_id
-        self.store.touch_session(session_id, now, person, entered=entered)
+        if latest is None or latest.session_id != session_id:
+            self.store.enter_session(session_id, now, person)
         pair_id = new_id("pair", self._clock)
         self.store.record_utterance(
             pair_id=pair_id,

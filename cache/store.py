@@ -35,21 +35,25 @@ class CacheStore:
     # --- sessions ---------------------------------------------------------------------------
     def latest_session(self, person: str = HOUSEHOLD) -> SessionRow | None:
         """The person's newest session (sessions are per person, SPEC §5.7): the one of the
-        latest turn, which is the one entered last (`touch_session`, cache_0010)."""
+        latest turn, which is the one entered last (`enter_session`, cache_0010); its last
+        turn is the person's newest pair when that one is not answered yet (`close_pair`)."""
         row = self._one(
-            "SELECT session_id, last_turn_at FROM sessions WHERE person_id = ?"
+            "SELECT session_id, max(last_turn_at, coalesce((SELECT max(created_at) FROM pairs"
+            " WHERE person_id = ?1), '')) FROM sessions WHERE person_id = ?1"
             " ORDER BY entered_at DESC LIMIT 1",
             [person],
         )
         return SessionRow(row[0], row[1]) if row else None
 
     def latest_sessions(self) -> list[SessionRow]:
-        """Every person's newest session (and the household's)."""
+        """Every person's newest session (and the household's), its last turn as in
+        `latest_session`."""
         rows = self._db.execute(
-            "SELECT session_id, last_turn_at, max(entered_at) FROM sessions GROUP BY person_id"
-            " ORDER BY 1"
+            "SELECT session_id, last_turn_at, person_id, max(entered_at) FROM sessions"
+            " GROUP BY person_id ORDER BY 1"
         ).fetchall()
-        return [SessionRow(r[0], r[1]) for r in rows]
+        newest = "SELECT max(created_at) FROM pairs WHERE person_id = ?"
+        return [SessionRow(r[0], max(r[1], self._one(newest, [r[2]])[0] or "")) for r in rows]
 
     def session_person(self, session_id: str) -> str | None:
         """Whose session it is; None for a session not kept."""
@@ -60,18 +64,13 @@ class CacheStore:
         row = self._one("SELECT person_id FROM pairs WHERE pair_id = ?", [pair_id])
         return str(row[0]) if row else HOUSEHOLD
 
-    def touch_session(
-        self, session_id: str, now: datetime, person: str = HOUSEHOLD, *, entered: bool = True
-    ) -> None:
-        """A turn in the session at `now`; `entered`: the session was not its person's latest
-        (new, or taken up again). A turn that goes on in the latest session leaves its
-        `entered_at`, and so its entry in `sessions_person`, as they are (issue 36)."""
+    def enter_session(self, session_id: str, now: datetime, person: str = HOUSEHOLD) -> None:
+        """A turn at `now` in a session that was not its person's latest (new, or taken up
+        again). A turn that goes on in the latest session writes no session row at its
+        take-in (issue 36: a WAL frame, and its index entry as last_turn_at moved): its answer
+        moves `last_turn_at` on (`close_pair`), in the commit that writes the session's
+        summary, and until then its pair tells when it came (`latest_session`)."""
         stamp = iso(now)
-        if not entered:  # an UPDATE that sets no indexed column writes no index
-            self._db.execute(
-                "UPDATE sessions SET last_turn_at = ? WHERE session_id = ?", [stamp, session_id]
-            )
-            return
         self._db.execute(
             "INSERT INTO sessions (session_id, started_at, last_turn_at, person_id, entered_at)"
             " VALUES (?, ?, ?, ?, ?)"
@@ -131,6 +130,11 @@ class CacheStore:
             "UPDATE pairs SET status = ?, assistant_text = ?, route_family = ?, workflow_id = ?,"
             " completed_at = ? WHERE pair_id = ?",
             [status, assistant_text, route_family, workflow_id, iso(now), pair_id],
+        )
+        self._db.execute(  # the turn's time is its session's last turn (`enter_session`)
+            "UPDATE sessions SET last_turn_at = p.created_at FROM pairs p WHERE p.pair_id = ?"
+            " AND sessions.session_id = p.session_id AND sessions.last_turn_at < p.created_at",
+            [pair_id],
         )
 
     def turn_ids(

@@ -106,17 +106,72 @@ def test_a_turn_that_goes_on_in_its_session_moves_no_index_entry(tmp_path: Path)
     assert take("t4", first) == first  # taken up again: the latest
     assert take("t5") == first
     going_on = frames(db, path, lambda: take("t6"))
-    assert going_on["sessions"] == 1 and "sessions_person" not in going_on
+    assert going_on["pairs"] and "sessions_person" not in going_on
     entering = frames(db, path, lambda: take("t7", second))
     assert entering["sessions_person"] == 1  # the check can fail
     assert take("t8") == second
     latest = memory.store.latest_session()
     assert latest is not None and (latest.session_id, latest.last_turn_at) == (
         second,
-        db.execute("SELECT max(last_turn_at) FROM sessions").fetchone()[0],
+        db.execute("SELECT created_at FROM pairs WHERE turn_id = 't8'").fetchone()[0],
     )
     clock.advance(memory.policy.session_idle_s)
     fresh = take("t9")
     assert fresh not in (first, second)
     assert memory.current_sessions(clock.now()) == [fresh]
+    db.close()
+
+
+def test_a_turn_that_goes_on_in_its_session_writes_the_session_once(tmp_path: Path) -> None:
+    """A turn in the latest session writes no session row at its take-in: its answer (or its
+    close, `interrupted` at a restart) moves `last_turn_at` on in the commit that writes the
+    session's summary, and until then the turn's pair tells when it came, so a turn that comes
+    while the one before waits for its answer is in the same session and that session is
+    going on."""
+    path = tmp_path / "state.db"
+    db = open_state_db(path, MIGRATIONS)
+    clock = ManualClock()
+    memory = Memory(db=db, clock=clock, policy=MemoryPolicy())
+    idle = memory.policy.session_idle_s
+
+    def take(turn_id: str) -> tuple[str, str]:
+        with db.atomic():
+            return memory.record_utterance(turn_id=turn_id, requested_session=None, text="안녕")
+
+    def answer(pair_id: str, summary: str = "요약") -> None:
+        with db.atomic():
+            memory.store.close_pair(pair_id, status="ok", now=clock.now(), assistant_text="네")
+            memory.labels.session_summary(session, summary, None)
+
+    def last_turn() -> str:
+        return str(db.execute("SELECT last_turn_at FROM sessions").fetchone()[0])
+
+    def said(pair_id: str) -> str:
+        row = db.execute("SELECT created_at FROM pairs WHERE pair_id = ?", [pair_id])
+        return str(row.fetchone()[0])
+
+    first, session = take("t0")
+    clock.advance(5)
+    answer(first)
+    assert last_turn() == said(first)
+    clock.advance(5)
+    taken = frames(db, path, lambda: take("t1"))
+    pair = db.execute("SELECT pair_id FROM pairs WHERE turn_id = 't1'").fetchone()[0]
+    assert "sessions" not in taken and taken["pairs"] == 1  # the check can fail
+    answered = frames(db, path, lambda: answer(pair))
+    assert answered["sessions"] == 1
+    assert last_turn() == said(pair)
+    # t2 waits for its answer while t3 comes just within the idle time after it
+    waiting, _ = take("t2")
+    clock.advance(idle - 1)
+    later, again = take("t3")
+    assert again == session
+    assert memory.current_sessions(clock.now()) == [session]
+    assert last_turn() == said(pair)  # neither answered yet
+    with db.atomic():  # a restart closes them, the later first
+        memory.close_unanswered(later, "error")
+        memory.close_unanswered(waiting, "error")
+    assert last_turn() == said(later)
+    clock.advance(idle)
+    assert take("t4")[1] != session
     db.close()
