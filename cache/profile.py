@@ -49,6 +49,10 @@ def normal_candidate(cand: CandidateIn) -> CandidateIn:
     return replace(cand, key=key, value=value)
 
 
+# the provenance a `profile_candidate` write carries only as far as its change added it
+_CHANGE_IDS = ("source_candidate_ids", "source_pair_ids", "source_session_ids")
+
+
 def item_json(row: dict[str, Any]) -> dict[str, Any]:
     """An item as the sync payload carries it (value decoded, id lists as lists)."""
     out = dict(row)
@@ -242,7 +246,13 @@ class ProfileStore:
             if session_id not in sessions:
                 bisect.insort(sessions, session_id)
         return self._settle(
-            item, (candidates, pairs, sessions), status, now, confidence, cand.category
+            item,
+            (candidates, pairs, sessions),
+            status,
+            now,
+            confidence,
+            cand.category,
+            added=(added, pair_id, session_id) if added else None,
         )
 
     def recount(self, item_id: str) -> list[SyncWrite]:
@@ -274,9 +284,17 @@ class ProfileStore:
         now: datetime,
         confidence: float | None,
         category: str | None = None,
+        added: tuple[str, str, str] | None = None,
     ) -> list[SyncWrite]:
         """Write the item's status, confidence, category (when it had none) and provenance
-        (candidate, pair and session ids) in one UPDATE: the row holds the id lists."""
+        (candidate, pair and session ids) in one UPDATE: the row holds the id lists.
+
+        The `profile_candidate` write carries the item with the provenance this change `added`
+        (the new evidence's candidate, pair and session id; none for a recount or an upgraded
+        mention), not the whole chain: that grows by an id pair with every mention, and an item
+        the device observes each day (preferred_room) reached thousands, a sync write of
+        hundreds of KB per turn. `mentions` and `days` still say the totals; the whole chain
+        goes with `profile_confirmed` (SPEC 5.4)."""
         candidates, pairs, sessions = sources
         category = item["category"] if item["category"] is not None else category_name(category)
         expire = self._privacy.expire_at(category, now)
@@ -314,7 +332,11 @@ class ProfileStore:
             [item["item_id"]],
         ).fetchall()
         labelled = item_json(updated) | {"categories": cats}
-        payload = labelled | {"mentions": len(candidates), "days": [d for (d,) in days]}
+        change = [[added[0]], [added[1]], [added[2]]] if added else [[], [], []]
+        provenance = dict(zip(_CHANGE_IDS, change, strict=True))
+        payload = (
+            labelled | provenance | {"mentions": len(candidates), "days": [d for (d,) in days]}
+        )
         writes = [SyncWrite("profile_candidate", payload)]
         if newly:
             writes.append(SyncWrite("profile_confirmed", self._confirmed_payload(labelled)))
