@@ -25,7 +25,7 @@ from cache.labels import Labels, merge, value_texts
 from cache.model import CandidateIn, Evidence, ItemStatus, PromotionPolicy
 from cache.privacy import PrivacyPolicy, category_name
 from cache.promotion import next_status, replay_status
-from cache.revision import counted, recontest, supersede, window_start
+from cache.revision import counted, evidence_days, recontest, supersede, window_start
 
 _ITEM_COLUMNS = (
     "item_id, key, value, category, confidence, relevance_score, status, expire_at, sensitive,"
@@ -231,9 +231,15 @@ class ProfileStore:
         if added is None:
             return []
         first, since = self.first_day(now), fresh_since(item)
-        after = counted(self._db, item["item_id"], first, since)
-        before = counted(self._db, item["item_id"], first, since, without_pair=pair_id)
-        status = next_status(item["status"], before, after, cand.evidence_kind, self._policy)
+        status: ItemStatus = item["status"]
+        if status not in ("confirmed", "revoked"):  # those evidence does not move
+            upto = (
+                self._policy.min_mentions,
+                max(self._policy.min_days, self._policy.auto_confirm_days),
+            )
+            after = counted(self._db, item["item_id"], first, since, upto=upto)
+            before = counted(self._db, item["item_id"], first, since, pair_id, upto)
+            status = next_status(status, before, after, cand.evidence_kind, self._policy)
         confidence = max(
             (c for c in (item["confidence"], cand.confidence) if c is not None), default=None
         )
@@ -327,15 +333,13 @@ class ProfileStore:
         recontest(self._db, item["key"], self.first_day(now), self._policy, person)
         if not all(self._privacy.shared(c) for c in cats):
             return []  # `share: false`: stays on the device
-        days = self._db.execute(
-            "SELECT DISTINCT day FROM profile_evidence WHERE item_id = ? ORDER BY day",
-            [item["item_id"]],
-        ).fetchall()
         labelled = item_json(updated) | {"categories": cats}
         change = [[added[0]], [added[1]], [added[2]]] if added else [[], [], []]
         provenance = dict(zip(_CHANGE_IDS, change, strict=True))
         payload = (
-            labelled | provenance | {"mentions": len(candidates), "days": [d for (d,) in days]}
+            labelled
+            | provenance
+            | {"mentions": len(candidates), "days": evidence_days(self._db, item["item_id"])}
         )
         writes = [SyncWrite("profile_candidate", payload)]
         if newly:

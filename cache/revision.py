@@ -29,16 +29,58 @@ def window_start(today: str, policy: PromotionPolicy) -> str:
 
 
 def counted(
-    db: Database, item_id: str, first_day: str, since: str | None, without_pair: str = ""
+    db: Database,
+    item_id: str,
+    first_day: str,
+    since: str | None,
+    without_pair: str = "",
+    upto: tuple[int, int] | None = None,
 ) -> tuple[int, int]:
     """(evidence rows, distinct days) of an item inside the window, after `since` if given,
-    leaving out `without_pair`'s (the arriving turn's, to judge the item as it stood)."""
+    leaving out `without_pair`'s (the arriving turn's, to judge the item as it stood).
+
+    With `upto` (rows, days) each count stops there: promotion only asks whether the
+    thresholds are reached, so a mention reads a few index entries however many the item has
+    (issue 36): the rows through a LIMIT, the days by seeking from one day to the next on
+    `profile_evidence_window` (item_id, day) instead of visiting every entry of each day."""
+    rows, days = upto if upto is not None else (-1, -1)  # LIMIT -1: no limit
     row = db.execute(
-        "SELECT count(*), count(DISTINCT day) FROM profile_evidence"
-        " WHERE item_id = ? AND day >= ? AND created_at > ? AND pair_id != ?",
-        [item_id, first_day, since or "", without_pair],
+        "SELECT (SELECT count(*) FROM (SELECT 1 FROM profile_evidence"
+        "  WHERE item_id = :item AND day >= :first AND created_at > :since"
+        "  AND pair_id != :without LIMIT :rows)),"
+        " (WITH RECURSIVE d(day) AS ("
+        "  SELECT (SELECT day FROM profile_evidence WHERE item_id = :item AND day >= :first"
+        "   AND created_at > :since AND pair_id != :without ORDER BY day LIMIT 1)"
+        "  UNION ALL"
+        "  SELECT (SELECT day FROM profile_evidence e WHERE e.item_id = :item AND e.day > d.day"
+        "   AND e.created_at > :since AND e.pair_id != :without ORDER BY e.day LIMIT 1)"
+        "  FROM d WHERE d.day IS NOT NULL LIMIT :days)"
+        " SELECT count(day) FROM d)",
+        {
+            "item": item_id,
+            "first": first_day,
+            "since": since or "",
+            "without": without_pair,
+            "rows": rows,
+            "days": days,
+        },
     ).fetchone()
     return int(row[0]), int(row[1])
+
+
+def evidence_days(db: Database, item_id: str) -> list[str]:
+    """Every local day the item has evidence on, in order: one index seek a day, not a visit
+    of every evidence row (an item mentioned each day has thousands)."""
+    rows = db.execute(
+        "WITH RECURSIVE d(day) AS ("
+        " SELECT (SELECT min(day) FROM profile_evidence WHERE item_id = :item)"
+        " UNION ALL"
+        " SELECT (SELECT e.day FROM profile_evidence e WHERE e.item_id = :item AND e.day > d.day"
+        "  ORDER BY e.day LIMIT 1) FROM d WHERE d.day IS NOT NULL)"
+        " SELECT day FROM d WHERE day IS NOT NULL",
+        {"item": item_id},
+    ).fetchall()
+    return [day for (day,) in rows]
 
 
 def recontest(
