@@ -82,11 +82,19 @@ def _text(body: Any) -> str:
 @oracle("turn_repeat_same_answer")
 def turn_repeat_same_answer(sim: Sim, before: int) -> list[str]:
     """A repeat of a turn gets the answer the turn got (the same payload), while the device
-    still remembers it: within `mqtt.dedupe_keep_days` and no forget between (a forget takes
-    the pair; a refused turn leaves no mark, so its id may come again with words taken)."""
+    still remembers it: within `mqtt.dedupe_keep_days` of its take-in and no forget between (a
+    forget takes the pair; a refused turn leaves no mark, so its id may come again with words
+    taken). The keep counts from the take-in the answer came from (its dedupe mark's
+    `seen_at`, read after the step that sent the answer), not from the answer: a repeat
+    answered from the stored answer past the keep dates from the same take-in, and the device
+    may drop the mark at any sweep after that; an answer whose mark is already gone binds
+    nothing after it (seed 5302: a turn taken in, answered once more from its mark 15 days
+    later and the mark pruned in that step, then reused with other words an hour later: a new
+    turn, rightly)."""
     keep = timedelta(days=sim.settings.mqtt.dedupe_keep_days)
     forgets = [i for i, s in enumerate(sim.wire.sent) if s.topic.endswith("/memory/forget/result")]
     new = {s.body.get("turn_id") for s in sim.wire.topics("turn/response", before)}
+    taken_in: dict[int, datetime | None] = sim.oracle_state.setdefault("turn_taken_in", {})
     out = []
     full = f"{sim.wire.root}/turn/response"
     for turn_id in sorted(t for t in new if isinstance(t, str)):
@@ -96,16 +104,27 @@ def turn_repeat_same_answer(sim: Sim, before: int) -> list[str]:
                 continue
             if sent.body.get("status") == "rejected":
                 continue
+            if index not in taken_in:
+                taken_in[index] = _taken_in(sim, turn_id)
             if first is not None:
-                at, body = sim.wire.sent[first[0]].at, first[1]
+                at, body = taken_in[first[0]], first[1]
                 forgot = any(first[0] < f < index for f in forgets)
-                if forgot or (at is not None and sent.at is not None and sent.at - at > keep):
+                if forgot or at is None or (sent.at is not None and sent.at - at > keep):
                     first = None
                 elif _text(body) != _text(sent.body):
                     out.append(f"turn {turn_id} answered {_text(body)} then {_text(sent.body)}")
             if first is None:
                 first = (index, sent.body)
     return out
+
+
+def _taken_in(sim: Sim, turn_id: str) -> datetime | None:
+    """When the device took the turn in: its dedupe mark's `seen_at` (None: no mark any more,
+    pruned past the keep, or no process to ask)."""
+    if sim.boot is None:
+        return None
+    rows = sim.rows("SELECT seen_at FROM inbox_seen WHERE key = ?", f"turn:{turn_id}")
+    return parse_iso(rows[0][0]) if rows else None
 
 
 @oracle("every_turn_answered", when="quiet")

@@ -97,6 +97,15 @@ def test_a_mention_at_the_acceptances_instant_still_counts() -> None:
     assert sim.checks["confirmed_on_evidence"] >= 125
 
 
+def test_a_turn_answered_from_its_mark_past_the_keep_binds_nothing_after() -> None:
+    # seed 5302 (the long run at 2ce9595, shrunk to 6 steps): a turn taken in, its pair
+    # forgotten, answered once more from its dedupe mark 15 days later (the mark pruned in that
+    # step), then reused with other words: a new turn to the device (SPEC 2.4); the oracle had
+    # counted the keep from the repeat's answer, not from the take-in
+    sim = run_seed(5302, 34, skip=parse_spans("3-4,6-16,18-19,21-33"))
+    assert sim.checks["turn_repeat_same_answer"] >= 34
+
+
 def test_a_failing_run_shrinks_to_the_steps_that_still_fail_and_replays() -> None:
     # a bug planted as an oracle: two presses reaching the device after a workflow push
     @oracle("planted")
