@@ -79,8 +79,11 @@ PersonRef = Annotated[
 ]
 
 
+# defer_build: a model's validator and serializer (~20-40 kB each, most of it in pydantic-core's
+# heap) are built at its first own validation, not at import. A model only ever met nested in
+# another is inlined in that one's schema and never builds its own (issue 36, steady RSS).
 class _Response(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
 
 
 class SyncWire(_Response):
@@ -157,7 +160,7 @@ class TurnRequest(BaseModel):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class SnapshotPair(_Strict):

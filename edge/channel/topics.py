@@ -36,7 +36,10 @@ from taskmanager import CallbackStatus
 
 
 class _Inbound(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    # built at a model's first message, not at import: most kinds (forget, consent, admin,
+    # observation) come seldom and never need theirs (issue 36, steady RSS); a PUI press's is
+    # built at import (PuiEventMsg), so a cancel waits for no schema
+    model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
 
 
 def _normal_in(cls: Any, value: Any) -> Any:
@@ -49,7 +52,7 @@ class SpeakerMsg(BaseModel):
     """SPEC §5.7: who spoke, as the front-end's voice recognition says. The id is taken as
     SPEC 2.4 takes every text, then bounded, without MQTT wildcards, `/` or whitespace."""
 
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
     id: StrictStr = Field(max_length=PERSON_ID_MAX, pattern=PERSON_ID_PATTERN)
     confidence: StrictFloat | StrictInt = Field(ge=0, le=1, allow_inf_nan=False)
 
@@ -137,6 +140,7 @@ class AgentStatusMsg(_Inbound):
 
 
 class PuiEventMsg(_Inbound):
+    model_config = ConfigDict(defer_build=False)
     event_id: StrictStr = Field(min_length=1, max_length=128)
     kind: Literal["cancel"]
     workflow_id: StrictStr | None = Field(None, min_length=1, max_length=96)
@@ -145,7 +149,7 @@ class PuiEventMsg(_Inbound):
 class WorkflowRequestMsg(BaseModel):
     """Only the id is checked here; the TaskManager validates the request itself."""
 
-    model_config = ConfigDict(extra="allow", frozen=True)
+    model_config = ConfigDict(extra="allow", frozen=True, defer_build=True)
     workflow_id: StrictStr = Field(min_length=1, max_length=96)
 
 
@@ -189,7 +193,7 @@ class ConsentRequestMsg(_Inbound):
 
 
 class ObservationScope(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
     room: StrictStr | None = Field(None, min_length=1, max_length=64)
     workflow_id: StrictStr | None = Field(None, min_length=1, max_length=96)
     capability_id: StrictStr | None = Field(None, min_length=1, max_length=64)
