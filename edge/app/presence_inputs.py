@@ -65,7 +65,11 @@ class PresenceInputs:
             tasks,
         ):
             return  # nothing new (a repeat, a reconnect's same status): no write, no event
-        if app.tm.agents.stale(capability, msg.state, msg.boot_id):
+        # a retained status (a SUBSCRIBE's: the first connection, or one whose session the
+        # broker lost) is the newest on its topic, whatever this run heard before: the
+        # statuses sent while no session held them are gone (seed 5091: a new boot came and
+        # went offline meanwhile; its `offline` is the agent's state, not an old boot's will)
+        if not arrival.retained and app.tm.agents.stale(capability, msg.state, msg.boot_id):
             log.debug(
                 "agent %s: offline of boot %s ignored (its boot is %s)",
                 capability,

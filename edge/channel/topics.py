@@ -269,6 +269,8 @@ class Arrival:
     topic: str
     received_at: float  # perf_counter when paho read the message
     expires_at: float | None = None  # perf_counter instant of the sender's MQTT 5 expiry
+    # sent as the broker's retained message at a SUBSCRIBE: the newest on its topic then
+    retained: bool = False
 
 
 @dataclass(frozen=True)

@@ -153,7 +153,7 @@ class Intake:
             app.refuse(msg.topic, refusal, payload=msg.payload)
             return True
         expires = None if msg.expiry_s is None else msg.received_at + msg.expiry_s
-        arrival = Arrival(msg.topic, msg.received_at, expires)
+        arrival = Arrival(msg.topic, msg.received_at, expires, msg.retained)
         failure = f"handler for {msg.topic} failed; refused and kept as a dead letter"
         apply = partial(self._apply, route, msg, arrival)
         attempt = self._door.attempt("inbound message", apply, failure=failure)
