@@ -5,28 +5,22 @@ turn over a year): it carries the provenance its change added, the totals as `me
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from freezegun import freeze_time
 
 from a2a_common.clock import SystemClock
 from a2a_common.jsonx import dumps
-from a2a_common.sqlite import open_state_db
 from a2a_common.writes import SyncWrite
-from cache.memory import Memory, MemoryPolicy
+from cache.memory import Memory
 from cache.model import CandidateIn
-from edge.store.schema import MIGRATIONS
 
 ROOM = CandidateIn("preferred_room", "안방", "device_pattern", 0.7)
 
 
 @pytest.fixture
-def memory(tmp_path: Path) -> Iterator[Memory]:
-    db = open_state_db(tmp_path / "state.db", MIGRATIONS)
-    yield Memory(db=db, clock=SystemClock(), policy=MemoryPolicy())
-    db.close()
+def clock() -> SystemClock:  # conftest's `memory` on the clock freezegun moves
+    return SystemClock()
 
 
 def mention(memory: Memory, n: int) -> tuple[str, str, list[SyncWrite]]:

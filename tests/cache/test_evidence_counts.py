@@ -5,27 +5,21 @@ from __future__ import annotations
 
 import random
 import sqlite3
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from freezegun import freeze_time
 
 from a2a_common.clock import SystemClock
-from a2a_common.sqlite import open_state_db
-from cache.memory import Memory, MemoryPolicy
+from cache.memory import Memory
 from cache.model import CandidateIn
 from cache.revision import counted, evidence_days
-from edge.store.schema import MIGRATIONS
 
 ROOM = CandidateIn("preferred_room", "안방", "device_pattern", 0.7)
 
 
 @pytest.fixture
-def memory(tmp_path: Path) -> Iterator[Memory]:
-    db = open_state_db(tmp_path / "state.db", MIGRATIONS)
-    yield Memory(db=db, clock=SystemClock(), policy=MemoryPolicy())
-    db.close()
+def clock() -> SystemClock:  # conftest's `memory` on the clock freezegun moves
+    return SystemClock()
 
 
 def steps_of_mention(memory: Memory, n: int, day: int = 1) -> int:
