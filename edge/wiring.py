@@ -211,6 +211,7 @@ def _task_manager(
         ask_timeout_s=settings.taskmanager.ask_timeout_s,
         cancel_confirm_s=settings.taskmanager.cancel_confirm_s,
         unsent_cancels=publisher.owed_cancels,
+        never_sent=publisher.never_sent,
         held_capabilities=register.capabilities,
         effects=effects,
         mode=settings.experience.mode,

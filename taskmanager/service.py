@@ -100,6 +100,7 @@ class TaskManager:
         mode: str = "enforce",
         cancel_confirm_s: float = 2.0,
         unsent_cancels: Callable[[], set[str]] | None = None,
+        never_sent: Callable[[], set[str]] | None = None,
         classify: Classify | None = None,
     ) -> None:
         self._db = db
@@ -120,6 +121,8 @@ class TaskManager:
         self._warned = DropWarnings()
         self.watches = CancelWatches(db=db, catalog=catalog, window_s=cancel_confirm_s)
         self._unsent = unsent_cancels or set
+        # tasks ended in this unit whose command the outbox dropped never handed to the broker
+        self._never_sent = never_sent or set
         self._reasons = ReasonWarnings()
         self.agents = Agents(db=db)  # SPEC 4.8: each agent's last status
         self._started = clock.now()  # this run's start: tasks dispatched before were left
@@ -166,7 +169,7 @@ class TaskManager:
             for wf in outcome.changed:
                 self.store.save(wf, now)
             cancels = [e for e in outcome.effects if isinstance(e, CancelTask)]
-            self.watches.record(cancels, outcome.changed, now)  # SPEC 4.2: confirmed, not assumed
+            self._never_sent()  # a unit that failed may have left some: not this unit's
             for effect in outcome.effects:
                 if isinstance(effect, Command | CancelTask | Emit):
                     self._out.publish(effect)
@@ -185,9 +188,43 @@ class TaskManager:
                     self._out.publish(effect)  # every effect leaves by the one road
                 else:
                     result.ignored.append(effect)
+            unsent = self._confirmed_unsent(cancels, outcome.changed, now)
+            cancels = [c for c in cancels if c.payload["task_id"] not in unsent]
+            self.watches.record(cancels, outcome.changed, now)  # SPEC 4.2: confirmed, not assumed
         self.board = outcome.board
         result.finished = [wf for wf in outcome.changed if wf.terminal]
+        for task_id in sorted(unsent):  # nothing to wait for: its resource is free now
+            resource = next((r for r, t in self.board.fenced.items() if t == task_id), None)
+            result = self._release(resource, task_id, result)
         return result
+
+    def _confirmed_unsent(
+        self, cancels: list[CancelTask], changed: list[Workflow], now: datetime
+    ) -> set[str]:
+        """Inside the unit: the cancelled tasks of this unit whose only command was dropped
+        from the outbox never handed to the broker (SPEC 4.2): no agent has it, the stop is
+        confirmed at once — no window, no re-send, no safe stop, no alarm. A retried task
+        (attempt > 1) may have an earlier command out, one with a callback is running: those
+        are watched."""
+        dropped = self._never_sent()
+        if not dropped:
+            return set()
+        etags = {wf.workflow_id: wf.etag for wf in changed}
+        unsent: set[str] = set()
+        for cancel in cancels:
+            task_id = str(cancel.payload["task_id"])
+            workflow_id, _, step_id = task_id.rpartition(":")
+            wf = next((w for w in changed if w.workflow_id == workflow_id), None)
+            step = wf.step(step_id) if wf else None
+            if task_id not in dropped or step is None or step.attempt > 1 or step.last_seq:
+                continue  # a retry, or a task the agent spoke of: it may be running
+            if self.watches.find(task_id) is not None:
+                continue
+            unsent.add(task_id)
+            log.info("cancel of %s confirmed: its command was never sent", task_id)
+            detail = {"task_id": task_id, "body_status": "never_sent", "phase": "unsent"}
+            self.store.trace(workflow_id, now, etags.get(workflow_id), "cancel_confirmed", detail)
+        return unsent
 
     def _trace_event(
         self,

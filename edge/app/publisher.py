@@ -26,6 +26,7 @@ class TaskPublisher:
         self._outbox = outbox
         self._reports = reports
         self._after_commit = after_commit
+        self._never_sent: set[str] = set()  # `_ended`'s tasks whose command never left
         outbox.expire_under(topics.task_command(""))  # commands expire (SPEC 4.2)
         # the agents' rows go ahead of the events committed with them (issue 36)
         outbox.send_first(topics.task_command(""), topics.task_cancel(""))
@@ -51,7 +52,16 @@ class TaskPublisher:
         task already TIMEOUT, CANCELLED or FAILED once the broker is back)."""
         task_id = event.get("task_id")
         if isinstance(task_id, str) and event.get("status") in TERMINAL_STEP:
-            self._outbox.drop_commands(task_id)
+            unsent, handed = self._outbox.drop_commands(task_id)
+            if unsent and not handed:
+                self._never_sent.add(task_id)
+
+    def never_sent(self) -> set[str]:
+        """The tasks ended since the last call whose command rows were dropped never handed to
+        the broker (SPEC 4.2: no agent can have it, a cancel of them has nothing to confirm);
+        the set is taken, the next call starts empty."""
+        taken, self._never_sent = self._never_sent, set()
+        return taken
 
     def owed_cancels(self) -> set[str]:
         """Task ids of cancels still owed (never PUBACKed): their confirmation window has not

@@ -151,6 +151,8 @@ class DurableOutbox:
         self._void: set[int] = set()  # rows to drop that the DB would not delete: never sent
         self._last_handed = 0  # `hand_out`'s: rows handed in id order, each once per process
         self._last_id: int | None = None  # the last id given (the table's largest at start)
+        self._first_own: int | None = None  # rows from this id on were put by this process
+        self._handed: set[int] = set()  # rows handed to a wire in this process, not deleted
         self._acked: list[int] = []
         self._expiring = ""  # topics under it carry a `deadline`: they expire (SPEC 4.2)
         self._first: tuple[str, ...] = ()  # topics handed ahead of the others they were read with
@@ -221,6 +223,7 @@ class DurableOutbox:
         if self._last_id is None:
             row = self._db.execute("SELECT coalesce(max(id), 0) FROM mqtt_outbox").fetchone()
             self._last_id = int(row[0])
+            self._first_own = max(self._last_id, self._last_handed) + 1
         self._last_id = max(self._last_id, self._last_handed) + 1
         return self._last_id
 
@@ -319,6 +322,7 @@ class DurableOutbox:
             log.warning("command on %s dropped unsent: past its deadline", topic)
             self._forget(row_id)
             return 0
+        self._handed.add(row_id)  # from here it may reach the broker, PUBACK or not
         mid = self._wire.publish(
             topic, payload.encode("utf-8"), qos=qos, retain=bool(retain), expiry_s=expiry_s
         )
@@ -363,6 +367,7 @@ class DurableOutbox:
         ).fetchall()
         if rows:
             self._last_handed = max(self._last_handed, rows[-1][0])
+            self._handed.update(row[0] for row in rows)
         return [
             Handed(row_id, Outbound(topic, json.loads(payload), bool(retain), qos))
             for row_id, topic, payload, qos, retain in rows
@@ -387,11 +392,13 @@ class DurableOutbox:
                     "DELETE FROM mqtt_outbox WHERE id = ?", [(row_id,) for row_id in acked]
                 )
             del self._acked[: len(acked)]
+            self._handed.difference_update(acked)
         return len(acked)
 
     def _delete(self, row_id: int) -> None:
         with self._db.atomic():
             self._db.execute("DELETE FROM mqtt_outbox WHERE id = ?", [row_id])
+        self._handed.discard(row_id)
 
     def rows_under(self, prefix: str) -> list[tuple[int, dict[str, Any]]]:
         """Rows still owed (never PUBACKed) on topics under `prefix`, oldest first."""
@@ -411,13 +418,20 @@ class DurableOutbox:
     def drop(self, row_id: int) -> None:
         self._db.execute("DELETE FROM mqtt_outbox WHERE id = ?", [row_id])
 
-    def drop_commands(self, task_id: str) -> int:
+    def _never_handed(self, row_id: int) -> bool:
+        """Put by this process and never handed to a wire: it cannot have reached the broker.
+        A row of an earlier run may have been handed before a crash."""
+        own = self._first_own is not None and row_id >= self._first_own
+        return own and row_id not in self._handed
+
+    def drop_commands(self, task_id: str) -> tuple[int, int]:
         """The task ended (any terminal state, SPEC 4.2): its command rows not PUBACKed leave
-        the outbox in the caller's transaction, never sent — waiting for a connection or handed
-        on one (its PUBACK, if it comes, finds no row; a new connection hands only rows). A safe
-        stop commanded for it stays. Returns how many."""
+        the outbox in the caller's transaction, never sent again — waiting for a connection or
+        handed on one (its PUBACK, if it comes, finds no row; a new connection hands only rows).
+        A safe stop commanded for it stays. Returns how many (never handed to a wire in this
+        process, handed: these may have reached the agent)."""
         if not self._expiring:
-            return 0
+            return 0, 0
         rows = self._db.execute(
             "SELECT id, payload FROM mqtt_outbox WHERE topic >= ? AND topic < ?"
             " AND instr(payload, ?) > 0",
@@ -428,10 +442,14 @@ class DurableOutbox:
             body = json.loads(payload)
             if body.get("task_id") == task_id and body.get("safe_stop") is not True:
                 void.append((row_id,))
+        unsent = sum(self._never_handed(row_id) for (row_id,) in void)
         if void:
             self._db.conn.executemany("DELETE FROM mqtt_outbox WHERE id = ?", void)
+        if unsent:
             log.info("command of %s dropped unsent: the task has ended", task_id)
-        return len(void)
+        if len(void) > unsent:
+            log.info("command of %s handed, not PUBACKed, dropped: the task has ended", task_id)
+        return unsent, len(void) - unsent
 
     def in_flight(self) -> int:
         return len(self._in_flight)
