@@ -106,6 +106,14 @@ def test_a_turn_answered_from_its_mark_past_the_keep_binds_nothing_after() -> No
     assert sim.checks["turn_repeat_same_answer"] >= 34
 
 
+def test_a_resend_owed_by_a_restart_is_not_owed_once_a_press_cancels_the_task() -> None:
+    # seed 77 (222 steps, shrunk to 12): a power cut restarts the purifier while its stop runs,
+    # and a press comes in the same step: the task is cancelled before its re-send leaves, so
+    # the attempt-2 command is dropped unsent (as it must be); the oracle had owed it anyway
+    sim = run_seed(77, 222, skip=parse_spans("1-206,208,212,220-221"))
+    assert sim.checks["restart_per_policy"] >= 12
+
+
 def test_a_failing_run_shrinks_to_the_steps_that_still_fail_and_replays() -> None:
     # a bug planted as an oracle: two presses reaching the device after a workflow push
     @oracle("planted")
