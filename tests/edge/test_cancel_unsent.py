@@ -20,6 +20,7 @@ from sim.broker import Mosquitto
 from taskmanager.catalog import load_catalog
 from taskmanager.service import TaskManager
 from tests.edge.test_mqtt_loop import channel_for, until
+from tests.edge.test_outbound import RecordingWire
 from tests.edge.test_outbox_on_broker import Keeper
 from tests.taskmanager.helpers import MOVE_PURIFY, T0, ReportSink, task_publisher
 
@@ -146,34 +147,16 @@ def test_a_press_on_a_task_whose_command_reached_the_broker_is_still_confirmed(
     on_broker(broker, tmp_path, body)
 
 
-class Unacked:
-    """A wire that takes every row and never PUBACKs it: handed, in flight."""
-
-    def __init__(self) -> None:
-        self.topics: list[str] = []
-
-    def publish(
-        self,
-        topic: str,
-        payload: bytes,
-        *,
-        qos: int = 1,
-        retain: bool = False,
-        expiry_s: int | None = None,
-    ) -> int:
-        self.topics.append(topic)
-        return len(self.topics)
-
-
 def test_a_press_on_a_task_whose_command_is_handed_not_pubacked_is_watched(
     tmp_path: Path,
 ) -> None:
     clock = ManualClock(T0)
     tm, outbox = manager(tmp_path / "state.db", clock)
-    wire = Unacked()
+    wire = RecordingWire()  # takes every row, never PUBACKs: handed, in flight
     outbox.attach(wire)
     tm.submit(MOVE_ONLY, source="planner")
     outbox.flush()
-    assert f"{ROOT}/task/command/mobility" in wire.topics and outbox.in_flight() > 0
+    assert f"{ROOT}/task/command/mobility" in [t for t, *_ in wire.sent]
+    assert outbox.in_flight() > 0
     assert tm.cancel(None, "pui").finished
     assert list(tm.watches.watches) == [MOVE]  # it may have reached the agent
