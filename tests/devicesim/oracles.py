@@ -176,7 +176,8 @@ def cancel_confirmed_or_escalated(sim: Sim, _before: int) -> list[str]:
     """Every cancel the agent never confirmed has its safe stop commanded — unless the agent
     restarted after the cancel and its new boot does not hold the task (a power cut, a new
     process: the move died with it, and the runtime ends it `agent_restarted`, no stop owed;
-    docs/design.md "Never re-sent at start"; seed 834, 60 steps)."""
+    docs/design.md "Never re-sent at start"; seed 834, 60 steps) — or its command never went
+    out at all (a press while it waited unsent: no agent has the task, seed 20126)."""
     out = []
     stops = {s.body.get("task_id") for s in sim.wire.sent if "/task/command/" in s.topic}
     cancelled: dict[str, tuple[str, int]] = {}  # task_id -> (capability, wire index of 1st cancel)
@@ -187,6 +188,8 @@ def cancel_confirmed_or_escalated(sim: Sim, _before: int) -> list[str]:
     for task_id, (cap, at) in sorted(cancelled.items()):
         if task_id in sim.agents.ended or f"{task_id}~safe_stop" in stops:
             continue
+        if task_id not in stops:
+            continue  # its command never reached the broker: no agent has it (758fb6e)
         agent = sim.presence.agents.get(cap)
         if (
             agent is not None

@@ -114,6 +114,14 @@ def test_a_resend_owed_by_a_restart_is_not_owed_once_a_press_cancels_the_task() 
     assert sim.checks["restart_per_policy"] >= 12
 
 
+def test_a_cancel_of_a_command_that_never_went_out_owes_no_confirmation() -> None:
+    # seed 20126 (60 steps, the long run at e14896a): a press while a move's command still
+    # waited unsent; since 758fb6e the runtime opens no watch for it (no agent has the task),
+    # and the oracle had owed a confirmation or a safe stop for every cancel on the wire
+    sim = run_seed(20126, 60)
+    assert sim.checks["cancel_confirmed_or_escalated"] >= 1
+
+
 def test_a_failing_run_shrinks_to_the_steps_that_still_fail_and_replays() -> None:
     # a bug planted as an oracle: two presses reaching the device after a workflow push
     @oracle("planted")
