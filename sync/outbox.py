@@ -217,8 +217,7 @@ class SyncOutbox:
         """Unsent (and dead-lettered) `task_terminal` reports of these workflows (forget --all
         removed them); returns how many."""
         dropped = 0
-        for start in range(0, len(workflow_ids), 500):
-            chunk = workflow_ids[start : start + 500]
+        for chunk in _chunks(workflow_ids):
             marks = ",".join("?" * len(chunk))
             for table in ("sync_outbox", "sync_dead"):
                 dropped += int(
